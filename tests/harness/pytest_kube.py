@@ -1,0 +1,28 @@
+"""pytest fixtures for the real kube-apiserver (see kube_apiserver.py).
+
+``kube`` is session scoped: one API server per test session, started on first
+use. Tests isolate themselves with a fresh namespace (``namespace`` fixture),
+because without kube-controller-manager namespaces are never really deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.harness.kube_apiserver import KubeAPIServer
+
+
+@pytest.fixture(scope="session")
+def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeAPIServer]:
+    server = KubeAPIServer.start(tmp_path_factory.mktemp("kube"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def namespace(kube: KubeAPIServer) -> str:
+    return kube.create_namespace()
