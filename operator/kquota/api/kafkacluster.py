@@ -1,0 +1,307 @@
+"""KafkaCluster: how to reach a Kafka cluster and which namespaces may manage which quotas on it.
+
+Cluster-scoped and owned by the platform admins: teams own their quota
+resources through namespace RBAC but cannot edit connection or tenancy
+policy.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, ClassVar, Final, Literal
+
+from pydantic import Field
+
+from kquota.api.base import SpecModel
+from kquota.api.cel import Cel, Rule
+from kquota.api.fields import (
+    DNS1123_SUBDOMAIN,
+    DURATION_PATTERN,
+    HTTP_URL_PATTERN,
+    MAX_NAME_LENGTH,
+    is_cidr,
+    is_ip,
+)
+from kquota.api.resource import AGE_COLUMN, READY_COLUMN, CrdInfo, PrinterColumn, Resource
+from kquota.api.status import KafkaClusterStatus
+
+_HOST = r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):[0-9]{1,5}"
+BOOTSTRAP_PATTERN: Final = rf"^{_HOST}(,{_HOST})*$"
+DNS1123_LABEL: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+SECRET_KEY_PATTERN: Final = r"^[-._a-zA-Z0-9]+$"  # noqa: S105 - a Secret key name pattern, not a secret
+
+SASL_REQUIRED: Final = "protocol SASL_PLAINTEXT and SASL_SSL need sasl"
+SASL_UNUSED: Final = "sasl is used only with protocol SASL_PLAINTEXT or SASL_SSL"
+TLS_UNUSED: Final = "tls is used only with protocol SSL or SASL_SSL"
+GRANT_EMPTY: Final = "a grant needs users, clientIds, ips or allowDefaults: true"
+GRANT_IPS_INVALID: Final = "ips entries must be IP addresses or CIDR ranges such as 10.0.0.0/8"
+WINDOW_NOT_POSITIVE: Final = "window must be a positive duration such as 60s or 5m"
+
+Namespace = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS1123_LABEL)]
+ObjectName = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS1123_SUBDOMAIN)]
+SecretKey = Annotated[str, Field(min_length=1, max_length=253, pattern=SECRET_KEY_PATTERN)]
+Pattern = Annotated[str, Field(min_length=1, max_length=MAX_NAME_LENGTH)]
+HttpUrl = Annotated[str, Field(min_length=1, max_length=2048, pattern=HTTP_URL_PATTERN)]
+IpOrCidr = Annotated[str, Field(min_length=1, max_length=64)]
+Protocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+
+
+class CredentialsSecretRef(SpecModel):
+    """A Secret with the SASL username and password."""
+
+    namespace: Namespace = Field(description="Namespace of the Secret (the operator needs read access).")
+    name: ObjectName = Field(description="Name of the Secret.")
+    username_key: SecretKey = Field("username", description="Key of the username in the Secret.")
+    password_key: SecretKey = Field("password", description="Key of the password in the Secret.")
+
+
+class Sasl(SpecModel):
+    """SASL authentication of the operator's admin client."""
+
+    mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = Field(
+        description="SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."
+    )
+    credentials_secret_ref: CredentialsSecretRef = Field(description="Where the username and password are.")
+
+
+class CaSecretRef(SpecModel):
+    """A Secret with the CA certificate (PEM) that signed the brokers' certificates."""
+
+    namespace: Namespace = Field(description="Namespace of the Secret.")
+    name: ObjectName = Field(description="Name of the Secret.")
+    key: SecretKey = Field("ca.crt", description="Key of the PEM CA certificate in the Secret.")
+
+
+class ClientCertSecretRef(SpecModel):
+    """A Secret with the operator's client certificate and key (PEM), for mutual TLS."""
+
+    namespace: Namespace = Field(description="Namespace of the Secret.")
+    name: ObjectName = Field(description="Name of the Secret.")
+    cert_key: SecretKey = Field("tls.crt", description="Key of the PEM certificate in the Secret.")
+    key_key: SecretKey = Field("tls.key", description="Key of the PEM private key in the Secret.")
+
+
+class Tls(SpecModel):
+    """TLS settings of the operator's admin client."""
+
+    ca_secret_ref: CaSecretRef = Field(description="The CA that signed the brokers' certificates.")
+    client_cert_secret_ref: ClientCertSecretRef | None = Field(
+        None, description="A client certificate, when the brokers require mutual TLS."
+    )
+
+
+def _is_sasl(protocol: str) -> bool:
+    return protocol.startswith("SASL_")
+
+
+class Security(SpecModel):
+    """How the operator authenticates to the brokers."""
+
+    protocol: Protocol = Field(
+        "PLAINTEXT",
+        description="The listener's security.protocol: PLAINTEXT (default), SSL, SASL_PLAINTEXT or SASL_SSL.",
+    )
+    sasl: Sasl | None = Field(None, description="SASL settings; required with SASL_PLAINTEXT and SASL_SSL.")
+    tls: Tls | None = Field(None, description="TLS settings, with SSL and SASL_SSL.")
+
+    __rules__: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            "!(has(self.protocol) && self.protocol.startsWith('SASL_')) || has(self.sasl)",
+            SASL_REQUIRED,
+            lambda s: not _is_sasl(s.protocol) or s.sasl is not None,
+        ),
+        Rule(
+            "!has(self.sasl) || (has(self.protocol) && self.protocol.startsWith('SASL_'))",
+            SASL_UNUSED,
+            lambda s: s.sasl is None or _is_sasl(s.protocol),
+        ),
+        Rule(
+            "!has(self.tls) || (has(self.protocol) && self.protocol.endsWith('SSL'))",
+            TLS_UNUSED,
+            lambda s: s.tls is None or s.protocol.endswith("SSL"),
+        ),
+    )
+
+
+_UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration_seconds(text: str) -> float:
+    """Seconds in a Go duration matching DURATION_PATTERN (``1m30s`` -> 90)."""
+    return sum(float(n) * _UNITS[u] for n, u in re.findall(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)", text))
+
+
+class Metrics(SpecModel):
+    """Where the operator reads quota metrics (throttling, usage) for the resources' status."""
+
+    prometheus_url: HttpUrl | None = Field(
+        None,
+        alias="prometheusURL",
+        description="Base URL of a Prometheus server that scrapes the brokers' quota metrics, e.g. "
+        "http://prometheus.monitoring:9090.",
+    )
+    broker_endpoints: list[HttpUrl] | None = Field(
+        None,
+        max_length=256,
+        description="Metrics endpoints of the brokers' Prometheus JMX exporters, e.g. "
+        "http://kafka-0.kafka:7071/metrics, scraped directly when there is no Prometheus.",
+    )
+    window: Annotated[
+        str,
+        Cel(
+            # Guarded by the pattern so a malformed value reports only the pattern, not a CEL error.
+            Rule(
+                f"!self.matches(r'{DURATION_PATTERN}') || duration(self) > duration('0s')",
+                WINDOW_NOT_POSITIVE,
+                lambda v: re.fullmatch(DURATION_PATTERN, v) is None or duration_seconds(v) > 0,
+            )
+        ),
+    ] = Field(
+        "60s",
+        max_length=64,
+        pattern=DURATION_PATTERN,
+        description="Time over which usage is averaged, as a duration (60s, 5m, 1h).",
+    )
+    near_limit_percent: int = Field(
+        80,
+        ge=1,
+        le=100,
+        description="Usage at or above this percent of a quota is reported as near the limit.",
+    )
+
+
+class TenancyGrant(SpecModel):
+    """Namespaces and the entities their quota resources may manage."""
+
+    namespaces: list[Namespace] = Field(min_length=1, max_length=1024, description="Namespaces this grant applies to.")
+    users: list[Pattern] | None = Field(
+        None,
+        max_length=1024,
+        description="User names these namespaces may manage, as glob patterns: '*' matches any run of "
+        "characters, '?' one character, anything else itself (e.g. 'team-a-*', 'CN=*,OU=team-a').",
+    )
+    client_ids: list[Pattern] | None = Field(
+        None,
+        max_length=1024,
+        description="client.ids these namespaces may manage, as glob patterns like users.",
+    )
+    ips: Annotated[
+        list[IpOrCidr] | None,
+        Cel(
+            Rule(
+                "self.all(x, isIP(x) || isCIDR(x))",
+                GRANT_IPS_INVALID,
+                lambda v: v is None or all(is_ip(x) or is_cidr(x) for x in v),
+            )
+        ),
+    ] = Field(
+        None,
+        max_length=256,
+        description="IP addresses or CIDR ranges (10.0.0.0/8) whose connection quotas these namespaces may manage.",
+    )
+    allow_defaults: bool = Field(
+        False,
+        description="Whether these namespaces may also manage default entities (default user, client-id or "
+        "ip). A default quota applies to every tenant's clients, so it is off unless granted.",
+    )
+
+    __rules__: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            "has(self.users) || has(self.clientIds) || has(self.ips)"
+            " || (has(self.allowDefaults) && self.allowDefaults)",
+            GRANT_EMPTY,
+            lambda s: s.users is not None or s.client_ids is not None or s.ips is not None or s.allow_defaults,
+        ),
+    )
+
+
+class Tenancy(SpecModel):
+    """Which namespaces may manage which quota entities on this cluster."""
+
+    grants: list[TenancyGrant] = Field(
+        max_length=100,
+        description="A quota resource is applied only if a grant lists its namespace and covers every part "
+        "of its entity (user by users, client-id by clientIds, ip by ips, default parts by "
+        "allowDefaults); otherwise it reports Ready=False with reason Forbidden.",
+    )
+
+
+class Unmanaged(SpecModel):
+    """What to do with broker quotas no kquota resource created."""
+
+    policy: Literal["Ignore", "Adopt"] = Field(
+        "Ignore",
+        description="Ignore (default): never change or remove quotas kquota did not create; a resource for "
+        "the same entity reports Conflict instead of overwriting them. Adopt: a resource for the same "
+        "entity takes the entity over and its values replace the existing ones. Quotas no resource "
+        "claims are left alone either way.",
+    )
+
+
+class KafkaClusterSpec(SpecModel):
+    """How to reach the cluster and who may manage what on it."""
+
+    bootstrap_servers: str = Field(
+        min_length=1,
+        max_length=4096,
+        pattern=BOOTSTRAP_PATTERN,
+        description="Comma-separated host:port list of brokers to bootstrap from, e.g. "
+        "'kafka-0.kafka:9092,kafka-1.kafka:9092' (IPv6 as [::1]:9092).",
+    )
+    security: Security = Field(
+        default_factory=Security,
+        description="How the operator authenticates to the brokers (default PLAINTEXT).",
+        json_schema_extra={"default": {}},
+    )
+    metrics: Metrics = Field(
+        default_factory=Metrics,
+        description="Where to read quota metrics for the resources' status.",
+        json_schema_extra={"default": {}},
+    )
+    tenancy: Tenancy | None = Field(
+        None,
+        description="Which namespaces may manage which entities. Without tenancy any namespace may manage "
+        "any entity on this cluster (single-team mode); set it whenever several teams share the cluster.",
+    )
+    protected_users: list[Annotated[str, Field(min_length=1, max_length=MAX_NAME_LENGTH)]] | None = Field(
+        None,
+        max_length=1024,
+        description="User names whose quotas kquota never sets, changes or removes, whatever the resources "
+        "say (e.g. the inter-broker user, admin users). Exact names, not patterns.",
+    )
+    protected_client_ids: list[Annotated[str, Field(min_length=1, max_length=MAX_NAME_LENGTH)]] | None = Field(
+        None,
+        max_length=1024,
+        description="client.ids whose quotas kquota never sets, changes or removes. Exact names.",
+    )
+    unmanaged: Unmanaged = Field(
+        default_factory=Unmanaged,
+        description="What to do with broker quotas no kquota resource created.",
+        json_schema_extra={"default": {}},
+    )
+
+
+class KafkaCluster(Resource):
+    """A Kafka cluster kquota manages quotas on: connection settings and tenancy policy.
+
+    Cluster-scoped and meant for platform admins. Quota resources reference it by name in
+    spec.clusterRef.
+    """
+
+    crd: ClassVar[CrdInfo] = CrdInfo(
+        kind="KafkaCluster",
+        plural="kafkaclusters",
+        scope="Cluster",
+        short_names=("kc",),
+        printer_columns=(
+            PrinterColumn("Bootstrap", ".spec.bootstrapServers", description="Bootstrap servers."),
+            PrinterColumn("Protocol", ".spec.security.protocol"),
+            PrinterColumn("Brokers", ".status.brokers", type="integer", description="Brokers seen."),
+            READY_COLUMN,
+            AGE_COLUMN,
+        ),
+    )
+
+    kind: Literal["KafkaCluster"] = "KafkaCluster"
+    spec: KafkaClusterSpec
+    status: KafkaClusterStatus | None = None

@@ -1,0 +1,1 @@
+"""Pure quota logic: entities, effective-quota resolution, planning. No I/O."""

@@ -1,0 +1,107 @@
+"""From API models to broker terms: a resource's Kafka entity and the quota values it wants.
+
+The api layer keeps what users wrote (``10Mi``, ``{default: true}``); this
+module turns it into :class:`~kquota.domain.entities.Entity` and
+``{QuotaKey: float}``, the shapes the planner and the Kafka adapter use.
+Values are floats because AlterClientQuotas carries float64; byte rates are
+whole numbers at most 2**53-1 (checked by the API), so the float is exact.
+"""
+
+from __future__ import annotations
+
+import math
+
+from kquota.api.clientquota import ClientQuota, ClientQuotaEntity, ClientQuotaLimits
+from kquota.api.controllermutationquota import ControllerMutationEntity, ControllerMutationQuota
+from kquota.api.fields import EntityName
+from kquota.api.quantity import byte_rate
+from kquota.api.topicquota import TopicClient, TopicQuota
+from kquota.domain.entities import Entity, QuotaKey, QuotaValues
+
+
+class NeedsBrokerCount(ValueError):
+    """A TopicQuota with enforcement ClientQuotas cannot be split without the cluster's broker count."""
+
+
+def _part(name: EntityName | None) -> tuple[bool, str | None]:
+    if name is None:
+        return False, None
+    return True, name.kafka_name()
+
+
+def entity_of(entity: ClientQuotaEntity | ControllerMutationEntity | TopicClient) -> Entity:
+    """The Kafka entity a resource's ``spec.entity`` names."""
+    has_user, user = _part(entity.user)
+    has_client, client = _part(entity.client_id)
+    has_ip, ip = _part(entity.ip) if isinstance(entity, ClientQuotaEntity) else (False, None)
+    return Entity(has_user=has_user, user=user, has_client_id=has_client, client_id=client, has_ip=has_ip, ip=ip)
+
+
+def client_quota_values(quota: ClientQuotaLimits) -> QuotaValues:
+    """The Kafka quota keys and values a ClientQuota's ``spec.quota`` sets."""
+    values: QuotaValues = {}
+    if quota.producer_byte_rate is not None:
+        values[QuotaKey.PRODUCER_BYTE_RATE] = float(byte_rate(quota.producer_byte_rate))
+    if quota.consumer_byte_rate is not None:
+        values[QuotaKey.CONSUMER_BYTE_RATE] = float(byte_rate(quota.consumer_byte_rate))
+    if quota.request_percentage is not None:
+        values[QuotaKey.REQUEST_PERCENTAGE] = float(quota.request_percentage)
+    if quota.connection_creation_rate is not None:
+        values[QuotaKey.CONNECTION_CREATION_RATE] = float(quota.connection_creation_rate)
+    return values
+
+
+def desired_client_quota(resource: ClientQuota) -> tuple[Entity, QuotaValues]:
+    return entity_of(resource.spec.entity), client_quota_values(resource.spec.quota)
+
+
+def desired_controller_mutation_quota(resource: ControllerMutationQuota) -> tuple[Entity, QuotaValues]:
+    return entity_of(resource.spec.entity), {QuotaKey.CONTROLLER_MUTATION_RATE: float(resource.spec.rate)}
+
+
+def topic_client_entries(resource: TopicQuota, brokers: int) -> list[tuple[Entity, QuotaValues]]:
+    """Client quotas that keep a TopicQuota's clients within their shares (enforcement ClientQuotas).
+
+    The budget is bytes/s for the whole topic; Kafka enforces client quotas on
+    each broker separately. Assuming a client's traffic spreads evenly over the
+    ``brokers`` brokers, its per-broker quota is ``budget x share% / brokers``,
+    rounded down (never below 1 byte/s, which Kafka would reject as 0). A client
+    quota limits the client on every topic it uses, which the API documents.
+    """
+    if brokers < 1:
+        raise ValueError(f"a cluster has at least one broker, got {brokers}")
+    if resource.spec.enforcement != "ClientQuotas":
+        return []
+    budget = resource.spec.budget
+    totals = {
+        QuotaKey.PRODUCER_BYTE_RATE: budget.producer_byte_rate,
+        QuotaKey.CONSUMER_BYTE_RATE: budget.consumer_byte_rate,
+    }
+    out: list[tuple[Entity, QuotaValues]] = []
+    for client in resource.spec.clients or []:
+        values: QuotaValues = {}
+        for key, total in totals.items():
+            if total is not None:
+                values[key] = float(max(1, math.floor(byte_rate(total) * client.share / 100 / brokers)))
+        out.append((entity_of(client), values))
+    return out
+
+
+def desired_entries(
+    resource: ClientQuota | ControllerMutationQuota | TopicQuota, brokers: int | None = None
+) -> list[tuple[Entity, QuotaValues]]:
+    """The client quota entries a resource asks for (none for a Monitor or TopicConfig TopicQuota).
+
+    ``brokers`` is needed only for a TopicQuota with enforcement ClientQuotas;
+    without it that case raises :class:`NeedsBrokerCount` (a ValueError) rather
+    than guess a split.
+    """
+    if isinstance(resource, ClientQuota):
+        return [desired_client_quota(resource)]
+    if isinstance(resource, ControllerMutationQuota):
+        return [desired_controller_mutation_quota(resource)]
+    if resource.spec.enforcement != "ClientQuotas":
+        return []
+    if brokers is None:
+        raise NeedsBrokerCount("a TopicQuota with enforcement ClientQuotas needs the cluster's broker count")
+    return topic_client_entries(resource, brokers)
