@@ -31,7 +31,7 @@ from typing import Any, Final
 
 import kafka.errors as kafka_errors
 from kafka import KafkaAdminClient
-from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
+from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest, DescribeClusterRequest
 
 from kquota.domain.entities import Entity, QuotaKey
 
@@ -302,6 +302,14 @@ class QuotaAdmin:
             )
             for a in alterations
         ]
+
+    def broker_ids(self) -> list[int]:
+        """The ids of the brokers in the cluster (DescribeCluster), for status and per-broker math."""
+        request = DescribeClusterRequest(include_cluster_authorized_operations=False)
+        response = self._send(request, "DescribeCluster")
+        if response.error_code:
+            raise QuotaRequestError(response.error_code, _error_name(response.error_code), response.error_message)
+        return sorted(int(b.broker_id) for b in response.brokers)
 
     # -- connection ---------------------------------------------------------------
 

@@ -1,0 +1,1 @@
+"""The kquota command line: plan, explain, export, validate, operator."""

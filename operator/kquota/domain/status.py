@@ -1,0 +1,138 @@
+"""What a quota resource's status says, computed from the reconciler's outcome.
+
+Pure, so the rules are table-tested: conditions follow the Kubernetes API
+conventions (``Ready`` is the summary; ``lastTransitionTime`` moves only when a
+condition's status flips), and kstatus' conventions so Flux and Argo CD read
+them without custom code: ``Reconciling=True`` while work is under way,
+``Stalled=True`` when only a change to the resource (or to the cluster's
+policy) can fix it. Both are omitted when false, as kstatus recommends.
+
+Rendering is idempotent: the same outcome renders the same status, so the
+reconciler can compare and skip writes that would change nothing.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Reason(enum.StrEnum):
+    APPLIED = "Applied"
+    PENDING = "Pending"
+    CONFLICT = "Conflict"
+    NOT_PERMITTED = "NotPermitted"
+    PROTECTED = "Protected"
+    INVALID_SPEC = "InvalidSpec"
+    CLUSTER_NOT_FOUND = "ClusterNotFound"
+    CLUSTER_NOT_READY = "ClusterNotReady"
+    KAFKA_UNAVAILABLE = "KafkaUnavailable"
+    REJECTED = "Rejected"
+
+
+#: Failures that retrying cannot fix: the user must change something.
+STALLED = frozenset({Reason.CONFLICT, Reason.NOT_PERMITTED, Reason.PROTECTED, Reason.INVALID_SPEC, Reason.REJECTED})
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How one reconcile pass went for one resource."""
+
+    reason: Reason
+    message: str
+    #: Quota keys (Kafka names) this resource holds that are live on the brokers.
+    applied: Mapping[str, float] = field(default_factory=dict)
+    #: True when every key the resource asks for (and holds) is live.
+    fully_applied: bool = False
+
+    @property
+    def ready(self) -> str:
+        if self.reason is Reason.APPLIED:
+            return "True"
+        if self.reason is Reason.PENDING:
+            return "Unknown"
+        return "False"
+
+
+def _condition(
+    prev: Mapping[str, Mapping[str, Any]], ctype: str, status: str, reason: str, message: str, generation: int, now: str
+) -> dict[str, Any]:
+    old = prev.get(ctype)
+    same = old is not None and old.get("status") == status
+    return {
+        "type": ctype,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": old.get("lastTransitionTime", now) if same and old else now,
+        "observedGeneration": generation,
+    }
+
+
+def render_status(
+    prev_status: Mapping[str, Any] | None, generation: int, outcome: Outcome, entity: str, cluster: str, now: str
+) -> dict[str, Any]:
+    """The full status to write (minus fields other writers own, such as ``observed``)."""
+    prev_status = prev_status or {}
+    prev = {c.get("type", ""): c for c in prev_status.get("conditions") or [] if isinstance(c, Mapping)}
+    conds = [
+        _condition(prev, "Ready", outcome.ready, outcome.reason.value, outcome.message, generation, now),
+        _condition(
+            prev,
+            "Applied",
+            "True" if outcome.fully_applied else "False",
+            "Applied" if outcome.fully_applied else outcome.reason.value,
+            "all quota keys are live on the brokers" if outcome.fully_applied else outcome.message,
+            generation,
+            now,
+        ),
+    ]
+    if outcome.reason in STALLED:
+        conds.append(_condition(prev, "Stalled", "True", outcome.reason.value, outcome.message, generation, now))
+    elif outcome.reason in (
+        Reason.PENDING,
+        Reason.KAFKA_UNAVAILABLE,
+        Reason.CLUSTER_NOT_FOUND,
+        Reason.CLUSTER_NOT_READY,
+    ):
+        conds.append(_condition(prev, "Reconciling", "True", outcome.reason.value, outcome.message, generation, now))
+    applied_values = {k: outcome.applied[k] for k in sorted(outcome.applied)}
+    prev_applied = prev_status.get("applied") or {}
+    if prev_applied.get("values") == applied_values and prev_applied.get("cluster") == cluster:
+        last_applied = prev_applied.get("lastAppliedTime", now)
+    else:
+        last_applied = now
+    status: dict[str, Any] = {
+        "observedGeneration": generation,
+        "entity": entity,
+        "conditions": conds,
+        "applied": {"cluster": cluster, "values": applied_values, "lastAppliedTime": last_applied},
+    }
+    return status
+
+
+def needs_write(prev_status: Mapping[str, Any] | None, new_status: Mapping[str, Any]) -> bool:
+    """True when writing ``new_status`` would change what the API server holds."""
+    prev_status = prev_status or {}
+    return any(prev_status.get(k) != v for k, v in new_status.items())
+
+
+def render_cluster_status(
+    prev_status: Mapping[str, Any] | None, generation: int, reason: Reason, message: str, brokers: int | None, now: str
+) -> dict[str, Any]:
+    """A KafkaCluster's status: Ready while kquota can reach it, with the broker count."""
+    prev_status = prev_status or {}
+    prev = {c.get("type", ""): c for c in prev_status.get("conditions") or [] if isinstance(c, Mapping)}
+    ok = reason is Reason.APPLIED
+    conds = [
+        _condition(
+            prev, "Ready", "True" if ok else "False", "Connected" if ok else reason.value, message, generation, now
+        )
+    ]
+    if not ok:
+        conds.append(_condition(prev, "Reconciling", "True", reason.value, message, generation, now))
+    status: dict[str, Any] = {"observedGeneration": generation, "conditions": conds}
+    status["brokers"] = brokers if brokers is not None else prev_status.get("brokers")
+    return status

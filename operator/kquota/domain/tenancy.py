@@ -1,0 +1,78 @@
+"""Which namespace may set quotas for which principals (the KafkaCluster's grants).
+
+Quota resources live in team namespaces, and anyone who can write a resource in
+a namespace could otherwise raise any principal's limit. The cluster admin
+grants each namespace principals by pattern; a resource outside its grant
+contributes nothing and is reported NotPermitted.
+
+No tenancy section at all (``grants is None``) means single-team mode: every
+namespace may manage every principal. Once a tenancy section exists, everything
+not granted is denied, so an empty grant list denies everything.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import ipaddress
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from kquota.domain.entities import Entity
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    namespaces: frozenset[str]
+    users: tuple[str, ...] = ()
+    client_ids: tuple[str, ...] = ()
+    ips: tuple[str, ...] = ()
+    allow_defaults: bool = False
+
+
+def _match(name: str, patterns: Sequence[str]) -> bool:
+    # fnmatchcase: case matters, principals are case-sensitive in Kafka.
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def _ip_match(ip: str, allowed: Sequence[str]) -> bool:
+    try:
+        addr = ipaddress.ip_address(ip)
+    except ValueError:
+        return False
+    for item in allowed:
+        try:
+            if addr in ipaddress.ip_network(item, strict=False):
+                return True
+        except ValueError:
+            continue
+    return False
+
+
+def _covers(grant: Grant, entity: Entity) -> bool:
+    if entity.has_default and not grant.allow_defaults:
+        return False
+    if entity.has_ip:
+        return entity.ip is None or _ip_match(entity.ip, grant.ips)
+    if entity.has_user and entity.user is not None and not _match(entity.user, grant.users):
+        return False
+    # A (user, client-id) pair is granted when its user part is; the client-id
+    # part narrows within the user's own traffic and raises nobody else's limit.
+    if entity.has_client_id and entity.client_id is not None and not entity.has_user:
+        return _match(entity.client_id, grant.client_ids)
+    if entity.has_user and entity.user is None and entity.has_client_id and entity.client_id is not None:
+        return _match(entity.client_id, grant.client_ids)
+    return True
+
+
+def denied(namespace: str, entities: Iterable[Entity], grants: Sequence[Grant] | None) -> str | None:
+    """None when permitted, else a message saying what is not granted."""
+    if grants is None:
+        return None
+    mine = [g for g in grants if namespace in g.namespaces or "*" in g.namespaces]
+    for entity in entities:
+        if not any(_covers(g, entity) for g in mine):
+            if not mine:
+                return f"namespace {namespace} has no quota grant on this Kafka cluster"
+            what = "default entities" if entity.has_default else entity.path()
+            return f"namespace {namespace} is not granted {what} on this Kafka cluster"
+    return None

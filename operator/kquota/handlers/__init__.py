@@ -1,0 +1,1 @@
+"""Kopf handlers: thin glue from Kubernetes events to the reconciler."""

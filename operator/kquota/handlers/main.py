@@ -1,0 +1,78 @@
+"""Runs the operator: logging, /metrics, Kopf with liveness and (optionally) peering."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sys
+from typing import Any
+
+import kopf
+from prometheus_client import start_http_server
+
+from kquota.handlers import operator as handlers
+from kquota.reconcile.settings import OperatorSettings
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        out = {
+            "time": self.formatTime(record),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        return json.dumps(out)
+
+
+def _logging(settings: OperatorSettings, verbose: bool) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if settings.log_format == "json":
+        handler.setFormatter(_JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.DEBUG if verbose else logging.INFO)
+    # Kopf and the HTTP clients are chatty at INFO about every object.
+    for noisy in ("kopf.objects", "kopf.activities", "aiohttp.access", "urllib3", "kafka"):
+        logging.getLogger(noisy).setLevel(logging.DEBUG if verbose else logging.WARNING)
+
+
+@kopf.on.login()
+def _login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    # In a Pod: the ServiceAccount; elsewhere: $KUBECONFIG (set from --kubeconfig).
+    return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+
+
+def run(settings: OperatorSettings, verbose: bool = False) -> int:
+    _logging(settings, verbose)
+    if settings.kubeconfig:
+        os.environ["KUBECONFIG"] = settings.kubeconfig
+    handlers.configure(settings)
+    if settings.metrics_port:
+        start_http_server(settings.metrics_port)
+    liveness = f"http://0.0.0.0:{settings.liveness_port}/healthz" if settings.liveness_port else None
+    namespaces = settings.watch_namespaces
+    logging.getLogger("kquota").info(
+        "kquota operator starting: default cluster %r, ledger namespace %r, drift interval %.0fs, %s",
+        settings.default_cluster,
+        settings.namespace,
+        settings.drift_interval,
+        f"namespaces {namespaces}" if namespaces else "all namespaces",
+    )
+    asyncio.run(
+        kopf.operator(
+            clusterwide=not namespaces,
+            namespaces=namespaces,
+            standalone=settings.peering is None,
+            peering_name=settings.peering,
+            priority=int(os.environ.get("KQUOTA_PEERING_PRIORITY", "0")),
+            liveness_endpoint=liveness,
+        )
+    )
+    return 0

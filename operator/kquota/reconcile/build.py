@@ -1,0 +1,144 @@
+"""From Kubernetes objects to what the reconciler works with.
+
+``record_from_body`` turns any quota resource into a ResourceRecord: a spec the
+API server admitted but kquota cannot use (an old CRD, a field the schema could
+not check) becomes a record with ``error`` set, so it is reported InvalidSpec in
+status instead of crashing the handler. ``cluster_config`` resolves a
+KafkaCluster, reading credentials from Secrets; they go into the connection
+settings only, which never print them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from kquota.api.clientquota import ClientQuota
+from kquota.api.controllermutationquota import ControllerMutationQuota
+from kquota.api.kafkacluster import KafkaCluster
+from kquota.api.topicquota import TopicQuota
+from kquota.domain.desired import desired_entries
+from kquota.domain.plan import Protection, ResourceRef, UnmanagedPolicy
+from kquota.domain.tenancy import Grant
+from kquota.k8s.api import Kube, SecretNotFound
+from kquota.kafka.quotas import ConnectionSettings
+from kquota.reconcile.records import ClusterConfig, ResourceRecord
+from kquota.reconcile.settings import OperatorSettings
+
+#: Quota kinds the reconciler manages -> their plural. TopicQuota joins when its
+#: enforcement (leader-layout aware, KIP-1010 style) is reconciled; until then
+#: the operator leaves TopicQuota objects alone rather than report a fake state.
+QUOTA_KINDS: dict[str, str] = {
+    "ClientQuota": "clientquotas",
+    "ControllerMutationQuota": "controllermutationquotas",
+}
+_MODELS: dict[str, type[ClientQuota] | type[ControllerMutationQuota] | type[TopicQuota]] = {
+    "ClientQuota": ClientQuota,
+    "ControllerMutationQuota": ControllerMutationQuota,
+    "TopicQuota": TopicQuota,
+}
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err.get("loc", ()))
+    return f"{where}: {err.get('msg', 'invalid')}" if where else str(err.get("msg", "invalid"))
+
+
+def record_from_body(kind: str, body: Mapping[str, Any], default_cluster: str) -> ResourceRecord:
+    meta = body.get("metadata", {})
+    spec = body.get("spec") or {}
+    ref = ResourceRef(kind, meta.get("namespace") or "", meta.get("name", ""), meta.get("uid", ""))
+    common = {
+        "ref": ref,
+        "plural": QUOTA_KINDS[kind],
+        "created": meta.get("creationTimestamp", ""),
+        "generation": int(meta.get("generation") or 0),
+        "cluster": spec.get("clusterRef") or default_cluster,
+        "deleting": bool(meta.get("deletionTimestamp")),
+        "status": dict(body.get("status") or {}),
+    }
+    try:
+        model = _MODELS[kind].model_validate(
+            {"apiVersion": body.get("apiVersion"), "kind": kind, "metadata": dict(meta), "spec": dict(spec)}
+        )
+        entries = tuple(desired_entries(model))
+    except ValidationError as exc:
+        return ResourceRecord(entries=(), display="", error=_first_error(exc), **common)
+    except ValueError as exc:
+        return ResourceRecord(entries=(), display="", error=str(exc), **common)
+    display = ", ".join(e.path() for e, _ in entries) or (
+        f"topics/{model.spec.topic.name or '<default>'}" if isinstance(model, TopicQuota) else ""
+    )
+    return ResourceRecord(entries=entries, display=display, **common)
+
+
+def _tls_file(pem: str, kind: str) -> str:
+    # kafka-python reads certificates from files. One private file per content,
+    # so resolving the cluster on every pass does not create a file every time.
+    digest = hashlib.sha256(pem.encode()).hexdigest()[:16]
+    path = os.path.join(tempfile.gettempdir(), f"kquota-{kind}-{digest}.pem")
+    if not os.path.exists(path):
+        fd, tmp = tempfile.mkstemp(prefix=f"kquota-{kind}-", suffix=".tmp")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(pem)
+        os.replace(tmp, path)
+    return path
+
+
+async def cluster_config(body: Mapping[str, Any], kube: Kube, settings: OperatorSettings) -> ClusterConfig | None:
+    """Resolve a KafkaCluster; raises SecretNotFound when a referenced Secret is unreadable."""
+    try:
+        cluster = KafkaCluster.model_validate(dict(body))
+    except ValidationError:
+        return None
+    spec = cluster.spec
+    security = spec.security
+    conn: dict[str, Any] = {
+        "bootstrap_servers": spec.bootstrap_servers,
+        "security_protocol": security.protocol if security else "PLAINTEXT",
+    }
+    if security and security.sasl:
+        ref = security.sasl.credentials_secret_ref
+        conn["sasl_mechanism"] = security.sasl.mechanism
+        conn["sasl_username"] = await kube.secret_value(ref.namespace, ref.name, ref.username_key)
+        conn["sasl_password"] = await kube.secret_value(ref.namespace, ref.name, ref.password_key)
+    if security and security.tls and security.tls.ca_secret_ref:
+        ca = security.tls.ca_secret_ref
+        conn["ssl_cafile"] = _tls_file(await kube.secret_value(ca.namespace, ca.name, ca.key), "ca")
+    protected_users = set(settings.protected_users) | set(spec.protected_users or [])
+    if conn.get("sasl_username"):
+        protected_users.add(conn["sasl_username"])  # the operator's own principal
+    grants = (
+        None
+        if spec.tenancy is None
+        else tuple(
+            Grant(
+                frozenset(g.namespaces),
+                tuple(g.users or ()),
+                tuple(g.client_ids or ()),
+                tuple(g.ips or ()),
+                bool(g.allow_defaults),
+            )
+            for g in spec.tenancy.grants or []
+        )
+    )
+    policy = UnmanagedPolicy(spec.unmanaged.policy) if spec.unmanaged else UnmanagedPolicy.IGNORE
+    return ClusterConfig(
+        name=cluster.metadata.name or "",
+        connection=ConnectionSettings(**conn),
+        grants=grants,
+        protection=Protection(
+            frozenset(protected_users),
+            frozenset(settings.protected_client_ids) | frozenset(spec.protected_client_ids or []),
+        ),
+        policy=policy,
+    )
+
+
+__all__ = ["QUOTA_KINDS", "SecretNotFound", "cluster_config", "record_from_body"]

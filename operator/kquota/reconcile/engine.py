@@ -1,0 +1,533 @@
+"""One Kafka cluster's reconcile loop: coalesced, level-based, batched.
+
+Every change to any quota resource only *triggers* the loop; the loop then
+takes a snapshot of all resources, reads the brokers' quotas once, plans the
+minimal change with the pure domain functions and applies it in as few
+requests as the broker allows. A burst of thousands of changes therefore
+becomes a handful of passes, not thousands of requests.
+
+Safety rules kept here:
+
+* Ownership is written ahead: keys are recorded in the ledger *before* they are
+  sent, and forgotten only *after* their removal succeeded, so a crash at any
+  point leaves the ledger a superset of what kquota set.
+* The broker applies each entity's keys atomically and every entity's ops go in
+  one request (the adapter guarantees it), so no entity is half-changed. A
+  rejected entity's ledger entries are rolled back to what they were.
+* A value the broker rejected is not retried until the spec changes or
+  ``rejected_retry_seconds`` pass: no hot loop against the controller.
+* Kafka unreachable: every resource says KafkaUnavailable, the loop backs off
+  exponentially (capped) and recovers on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kquota.domain.entities import Entity, QuotaKey
+from kquota.domain.plan import (
+    ClaimResolution,
+    DesiredEntry,
+    Drift,
+    EntityChange,
+    ResourceRef,
+    apply_ledger,
+    plan,
+    resolve_claims,
+)
+from kquota.domain.status import Outcome, Reason, needs_write, render_cluster_status, render_status
+from kquota.domain.tenancy import denied
+from kquota.k8s.api import Kube, ObjectRef, SecretNotFound, gather_limited
+from kquota.k8s.ledger import LedgerStore
+from kquota.kafka.quotas import EntityAlteration, KafkaUnavailable, QuotaAdmin
+from kquota.kafka.quotas import QuotaOp as AdapterOp
+from kquota.reconcile import metrics
+from kquota.reconcile.records import ClusterConfig, ResourceRecord
+from kquota.reconcile.settings import OperatorSettings
+
+log = logging.getLogger(__name__)
+
+Ledger = dict[Entity, dict[QuotaKey, float]]
+
+
+class ClusterNotReady(Exception):
+    """The KafkaCluster cannot be used yet (missing, or its Secret is unreadable)."""
+
+
+@dataclass(slots=True)
+class _Rejection:
+    change: EntityChange
+    message: str
+    retry_at: float
+
+
+@dataclass(slots=True)
+class PassReport:
+    """What one pass did; returned for tests and logged."""
+
+    changes: int = 0
+    ops: int = 0
+    rejected: int = 0
+    drift: int = 0
+    status_writes: int = 0
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def _to_adapter(changes: Iterable[EntityChange]) -> list[EntityAlteration]:
+    return [EntityAlteration(c.entity, tuple(AdapterOp(op.key, op.value) for op in c.ops)) for c in changes]
+
+
+class ClusterReconciler:
+    """Keeps one Kafka cluster's quotas equal to what its resources declare."""
+
+    def __init__(
+        self,
+        name: str,
+        records: Callable[[], Iterable[ResourceRecord]],
+        cluster: Callable[[], Awaitable[ClusterConfig | None]],
+        kube: Kube,
+        ledger_store: LedgerStore,
+        settings: OperatorSettings,
+        admin_factory: Callable[[ClusterConfig], QuotaAdmin] | None = None,
+        cluster_object: Callable[[], Mapping[str, Any]] | None = None,
+    ) -> None:
+        self.name = name
+        self._records = records
+        self._cluster = cluster
+        self.kube = kube
+        self.ledger_store = ledger_store
+        self.settings = settings
+        self._admin_factory = admin_factory or (lambda cfg: QuotaAdmin(cfg.connection))
+        #: The KafkaCluster object (a live view), for its own status.
+        self._cluster_object = cluster_object
+        self._cluster_written: Mapping[str, Any] | None = None
+        self._admin: QuotaAdmin | None = None
+        self._admin_conn: object | None = None
+        self._wake = asyncio.Event()
+        self._first_trigger: float | None = None
+        self._ledger: Ledger | None = None
+        self._rejections: dict[Entity, _Rejection] = {}
+        self._written: dict[str, Mapping[str, Any]] = {}
+        self._release_waiters: dict[str, list[asyncio.Future[None]]] = {}
+        self.passes = 0
+
+    # -- triggering ------------------------------------------------------------
+
+    def trigger(self) -> None:
+        """Ask for a pass soon. Cheap and safe to call from any handler, any number of times."""
+        if self._first_trigger is None:
+            self._first_trigger = time.monotonic()
+        self._wake.set()
+
+    async def wait_released(self, uid: str, timeout: float) -> None:
+        """Wait until a deleting resource's keys are gone from the brokers (for the finalizer)."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._release_waiters.setdefault(uid, []).append(fut)
+        self.trigger()
+        try:
+            await asyncio.wait_for(fut, timeout)
+        finally:
+            waiters = self._release_waiters.get(uid, [])
+            if fut in waiters:
+                waiters.remove(fut)
+
+    # -- the loop ----------------------------------------------------------------
+
+    async def run(self, stopped: asyncio.Event | None = None) -> None:
+        backoff = 1.0
+        self.trigger()
+        while stopped is None or not stopped.is_set():
+            # On timeout this is the drift check: a pass with nothing changed on our side.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=self.settings.drift_interval)
+            if self.settings.coalesce_seconds:
+                await asyncio.sleep(self.settings.coalesce_seconds)
+            self._wake.clear()
+            started = self._first_trigger
+            self._first_trigger = None
+            try:
+                await self.reconcile_once()
+                backoff = 1.0
+                if started is not None:
+                    metrics.CHANGE_LATENCY_SECONDS.labels(self.name).observe(time.monotonic() - started)
+            except (KafkaUnavailable, ClusterNotReady, SecretNotFound) as exc:
+                if isinstance(exc, KafkaUnavailable):
+                    reason = Reason.KAFKA_UNAVAILABLE
+                elif isinstance(exc, SecretNotFound):
+                    reason = Reason.CLUSTER_NOT_READY
+                else:
+                    reason = Reason.CLUSTER_NOT_FOUND
+                metrics.ERRORS.labels(self.name, reason.value).inc()
+                metrics.PASSES.labels(self.name, "unavailable").inc()
+                log.warning("cluster %s: %s; retrying in %.0fs", self.name, exc, backoff)
+                self._drop_admin()
+                await self._report_unavailable(reason, str(exc))
+                await self._sleep_or_wake(backoff)
+                backoff = min(backoff * 2, self.settings.retry_max_seconds)
+                self._wake.set()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                metrics.PASSES.labels(self.name, "error").inc()
+                metrics.ERRORS.labels(self.name, "Internal").inc()
+                log.exception("cluster %s: reconcile pass failed; retrying in %.0fs", self.name, backoff)
+                await self._sleep_or_wake(backoff)
+                backoff = min(backoff * 2, self.settings.retry_max_seconds)
+                self._wake.set()
+
+    async def _sleep_or_wake(self, seconds: float) -> None:
+        # Sleep the backoff fully: a resource change during an outage must not
+        # turn the backoff into a tight loop.
+        await asyncio.sleep(seconds)
+
+    def close(self) -> None:
+        self._drop_admin()
+        for waiters in self._release_waiters.values():
+            for fut in waiters:
+                if not fut.done():
+                    fut.cancel()
+
+    def _drop_admin(self) -> None:
+        if self._admin is not None:
+            try:
+                self._admin.close()
+            except Exception:
+                log.debug("closing Kafka admin client failed", exc_info=True)
+        self._admin = None
+        self._admin_conn = None
+
+    def _admin_for(self, cfg: ClusterConfig) -> QuotaAdmin:
+        if self._admin is None or self._admin_conn != cfg.connection:
+            self._drop_admin()
+            self._admin = self._admin_factory(cfg)
+            self._admin_conn = cfg.connection
+        return self._admin
+
+    # -- one pass ------------------------------------------------------------------
+
+    async def reconcile_once(self) -> PassReport:
+        started = time.monotonic()
+        report = PassReport()
+        cfg = await self._cluster()
+        if cfg is None:
+            raise ClusterNotReady(f"KafkaCluster {self.name!r} not found or not usable")
+        records = [r for r in self._records() if r.cluster == self.name]
+        if self._ledger is None:
+            self._ledger = await self.ledger_store.load()
+        ledger = self._ledger
+
+        outcomes: dict[str, Outcome] = {}
+        claimers: list[ResourceRecord] = []
+        entries: list[DesiredEntry] = []
+        for rec in records:
+            if rec.deleting:
+                continue
+            if rec.error is not None:
+                outcomes[rec.ref.uid] = Outcome(Reason.INVALID_SPEC, rec.error)
+                continue
+            entities = [e for e, _ in rec.entries]
+            why = denied(rec.ref.namespace, entities, cfg.grants)
+            if why is not None:
+                outcomes[rec.ref.uid] = Outcome(Reason.NOT_PERMITTED, why)
+                continue
+            guarded = [e for e in entities if cfg.protection.covers(e)]
+            if guarded:
+                outcomes[rec.ref.uid] = Outcome(
+                    Reason.PROTECTED, f"{guarded[0].path()} names a protected principal; kquota never changes it"
+                )
+                continue
+            claimers.append(rec)
+            entries.extend(DesiredEntry(rec.ref, rec.created, e, v) for e, v in rec.entries)
+        claims = resolve_claims(entries)
+
+        admin = self._admin_for(cfg)
+        live = await asyncio.to_thread(admin.describe_all)
+        the_plan = plan(claims.desired, live, ledger, cfg.policy, cfg.protection)
+
+        now = time.monotonic()
+        sendable: list[EntityChange] = []
+        held_back: dict[Entity, str] = {}
+        for change in the_plan.changes:
+            rejection = self._rejections.get(change.entity)
+            if rejection is not None and rejection.change == change and now < rejection.retry_at:
+                held_back[change.entity] = rejection.message
+                continue
+            sendable.append(change)
+        # Anything no longer planned the same way gets a fresh chance.
+        for entity in list(self._rejections):
+            if entity not in held_back and all(c.entity != entity for c in sendable):
+                del self._rejections[entity]
+
+        # Write-ahead: ownership first, then the broker.
+        record = {e: v for e, v in the_plan.record.items() if e not in held_back}
+        before = {e: dict(ledger[e]) for e in record if e in ledger}
+        ledger = apply_ledger(ledger, record, {})
+        if record:
+            await self.ledger_store.save(ledger, record.keys())
+
+        failed: dict[Entity, str] = {}
+        if sendable:
+            metrics.QUEUE_DEPTH.labels(self.name).set(len(sendable))
+            report.changes = len(sendable)
+            report.ops = sum(len(c.ops) for c in sendable)
+            metrics.BATCH_OPS.labels(self.name).observe(report.ops)
+            results = await asyncio.to_thread(admin.alter, _to_adapter(sendable))
+            for res in results:
+                if not res.ok:
+                    failed[res.entity] = res.error_message or f"error code {res.error_code}"
+            metrics.QUEUE_DEPTH.labels(self.name).set(0)
+
+        # Roll back the write-ahead for rejected entities (the broker changed nothing there).
+        for entity, message in failed.items():
+            if entity in before:
+                ledger[entity] = before[entity]
+            else:
+                ledger.pop(entity, None)
+            change = next(c for c in sendable if c.entity == entity)
+            self._rejections[entity] = _Rejection(change, message, now + self.settings.rejected_retry_seconds)
+            metrics.ERRORS.labels(self.name, Reason.REJECTED.value).inc()
+            log.warning("cluster %s: broker rejected %s: %s", self.name, entity, message)
+        forget = {e: keys for e, keys in the_plan.forget.items() if e not in failed and e not in held_back}
+        ledger = apply_ledger(ledger, {}, forget)
+        if failed or forget:
+            await self.ledger_store.save(ledger, set(failed) | set(forget))
+        self._ledger = ledger
+        metrics.OWNED_KEYS.labels(self.name).set(sum(len(v) for v in ledger.values()))
+        report.rejected = len(failed)
+
+        # The brokers' state after this pass, as far as we know it.
+        live_after = {e: dict(v) for e, v in live.items()}
+        for change in sendable:
+            if change.entity in failed:
+                continue
+            values = live_after.setdefault(change.entity, {})
+            for op in change.ops:
+                if op.value is None:
+                    values.pop(op.key, None)
+                else:
+                    values[op.key] = op.value
+
+        drifted = [d for d in the_plan.drift if d.entity not in failed and d.entity not in held_back]
+        report.drift = len(drifted)
+        if drifted:
+            metrics.DRIFT.labels(self.name).inc(len(drifted))
+            await self._drift_events(drifted, claims.holders, records)
+
+        problems = {**held_back, **failed}
+        for rec in claimers:
+            outcomes[rec.ref.uid] = self._outcome(rec, claims, live_after, problems)
+        report.outcomes = outcomes
+        report.status_writes = await self._write_statuses(records, outcomes)
+        brokers = await asyncio.to_thread(admin.broker_ids)
+        await self._write_cluster_status(Reason.APPLIED, f"connected; {len(brokers)} broker(s)", len(brokers))
+        self._resolve_release_waiters(records, ledger, claims.holders)
+        self._count(records, outcomes)
+        self.passes += 1
+        metrics.PASSES.labels(self.name, "ok").inc()
+        metrics.RECONCILE_SECONDS.labels(self.name).observe(time.monotonic() - started)
+        if report.changes or report.drift or report.rejected:
+            log.info(
+                "cluster %s: applied %d ops on %d entities, %d rejected, %d drift corrected, %d status writes in %.2fs",
+                self.name,
+                report.ops,
+                report.changes,
+                report.rejected,
+                report.drift,
+                report.status_writes,
+                time.monotonic() - started,
+            )
+        return report
+
+    def _outcome(
+        self,
+        rec: ResourceRecord,
+        claims: ClaimResolution,
+        live_after: Mapping[Entity, Mapping[QuotaKey, float]],
+        problems: Mapping[Entity, str],
+    ) -> Outcome:
+        applied: dict[str, float] = {}
+        all_live = True
+        conflicts = claims.conflicts.get(rec.ref, [])
+        for entity, values in rec.entries:
+            for key in values:
+                if claims.holders.get((entity, key)) != rec.ref:
+                    continue
+                want = claims.desired[entity][key]
+                if live_after.get(entity, {}).get(key) == want:
+                    applied[key.value] = want
+                else:
+                    all_live = False
+        for entity, _ in rec.entries:
+            if entity in problems:
+                return Outcome(
+                    Reason.REJECTED,
+                    f"the broker rejected the change to {entity.path()}: {problems[entity]}",
+                    applied,
+                    False,
+                )
+        if conflicts:
+            first = conflicts[0]
+            keys = ", ".join(sorted({c.key.value for c in conflicts}))
+            return Outcome(
+                Reason.CONFLICT,
+                f"{keys} on {first.entity.path()} is already set by {first.winner} (the older resource wins)",
+                applied,
+                False,
+            )
+        if all_live:
+            return Outcome(Reason.APPLIED, "quota applied on the brokers", applied, True)
+        return Outcome(Reason.PENDING, "waiting for the brokers to apply the quota", applied, False)
+
+    # -- status, events, waiters ---------------------------------------------------
+
+    async def _write_statuses(self, records: list[ResourceRecord], outcomes: Mapping[str, Outcome]) -> int:
+        now = _now()
+        writes = []
+        events = []
+        live_uids = set()
+        for rec in records:
+            live_uids.add(rec.ref.uid)
+            outcome = outcomes.get(rec.ref.uid)
+            if outcome is None or rec.deleting:
+                continue
+            # kquota is the only writer of these fields: what it wrote last is newer
+            # than a watch event that may not have arrived yet.
+            prev = self._written.get(rec.ref.uid) or rec.status
+            new = render_status(prev, rec.generation, outcome, rec.display, self.name, now)
+            if not needs_write(prev, new):
+                continue
+            writes.append((rec, new))
+            old_ready = next((c for c in (prev or {}).get("conditions") or [] if c.get("type") == "Ready"), None)
+            if old_ready is None or old_ready.get("reason") != outcome.reason.value:
+                events.append((rec, outcome))
+        for uid in list(self._written):
+            if uid not in live_uids:
+                del self._written[uid]
+        if not writes:
+            return 0
+
+        async def write(rec: ResourceRecord, status: dict[str, Any]) -> None:
+            if await self.kube.patch_status(rec.object_ref, status):
+                self._written[rec.ref.uid] = status
+
+        results = await gather_limited([write(r, s) for r, s in writes], self.settings.status_concurrency)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        for err in errors[:3]:
+            log.warning("cluster %s: status write failed: %s", self.name, err)
+        metrics.STATUS_WRITES.labels(self.name).inc(len(writes) - len(errors))
+        await gather_limited(
+            [self._event_for(rec, outcome) for rec, outcome in events], self.settings.status_concurrency
+        )
+        return len(writes) - len(errors)
+
+    async def _event_for(self, rec: ResourceRecord, outcome: Outcome) -> None:
+        if outcome.reason is Reason.APPLIED:
+            values = ", ".join(f"{k}={v:g}" for k, v in sorted(outcome.applied.items()))
+            await self.kube.event(rec.object_ref, "Normal", "Applied", f"{rec.display}: {values}")
+        elif outcome.reason is not Reason.PENDING:
+            await self.kube.event(rec.object_ref, "Warning", outcome.reason.value, outcome.message)
+
+    async def _drift_events(
+        self,
+        drifted: list[Drift],
+        holders: Mapping[tuple[Entity, QuotaKey], ResourceRef],
+        records: list[ResourceRecord],
+    ) -> None:
+        by_ref = {r.ref: r for r in records}
+        coros = []
+        for d in drifted:
+            log.info(
+                "cluster %s: drift on %s %s: live %s, restoring %g",
+                self.name,
+                d.entity,
+                d.key.value,
+                d.live,
+                d.expected,
+            )
+            ref = holders.get((d.entity, d.key))
+            rec = by_ref.get(ref) if ref is not None else None
+            if rec is not None:
+                live = "unset" if d.live is None else f"{d.live:g}"
+                coros.append(
+                    self.kube.event(
+                        rec.object_ref,
+                        "Normal",
+                        "DriftCorrected",
+                        f"{d.key.value} on {d.entity.path()} was {live} on the brokers; restored to {d.expected:g}",
+                    )
+                )
+        await gather_limited(coros, self.settings.status_concurrency)
+
+    def _resolve_release_waiters(
+        self, records: list[ResourceRecord], ledger: Ledger, holders: Mapping[tuple[Entity, QuotaKey], ResourceRef]
+    ) -> None:
+        if not self._release_waiters:
+            return
+        by_uid = {r.ref.uid: r for r in records}
+        for uid, waiters in list(self._release_waiters.items()):
+            rec = by_uid.get(uid)
+            released = rec is None or all(
+                key not in ledger.get(entity, {}) or holders.get((entity, key)) not in (None, rec.ref)
+                for entity, values in rec.entries
+                for key in values
+            )
+            if released:
+                for fut in waiters:
+                    if not fut.done():
+                        fut.set_result(None)
+                del self._release_waiters[uid]
+
+    async def _report_unavailable(self, reason: Reason, message: str) -> None:
+        records = [r for r in self._records() if r.cluster == self.name and not r.deleting]
+        outcomes = {}
+        for rec in records:
+            prev_applied = (rec.status.get("applied") or {}).get("values") or {}
+            outcomes[rec.ref.uid] = Outcome(reason, message, dict(prev_applied), False)
+        await self._write_cluster_status(reason, message, None)
+        for waiters in self._release_waiters.values():
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_exception(KafkaUnavailable(message))
+        self._release_waiters.clear()
+        try:
+            await self._write_statuses(records, outcomes)
+        except Exception:
+            log.warning("cluster %s: could not report %s in status", self.name, reason.value, exc_info=True)
+
+    async def _write_cluster_status(self, reason: Reason, message: str, brokers: int | None) -> None:
+        if self._cluster_object is None:
+            return
+        body = self._cluster_object()
+        meta = body.get("metadata") or {}
+        prev = self._cluster_written or body.get("status") or {}
+        new = render_cluster_status(prev, int(meta.get("generation") or 0), reason, message, brokers, _now())
+        if not needs_write(prev, new):
+            return
+        ref = ObjectRef(
+            "KafkaCluster", "kafkaclusters", None, str(meta.get("name", self.name)), str(meta.get("uid", ""))
+        )
+        try:
+            if await self.kube.patch_status(ref, new):
+                self._cluster_written = new
+        except Exception as exc:  # noqa: BLE001 - the cluster's own status must not stop quota work
+            log.warning("cluster %s: could not write KafkaCluster status: %s", self.name, exc)
+
+    def _count(self, records: list[ResourceRecord], outcomes: Mapping[str, Outcome]) -> None:
+        counts: dict[str, int] = {r.value: 0 for r in Reason}
+        for rec in records:
+            out = outcomes.get(rec.ref.uid)
+            if out is not None:
+                counts[out.reason.value] += 1
+        for reason, n in counts.items():
+            metrics.RESOURCES.labels(self.name, reason).set(n)

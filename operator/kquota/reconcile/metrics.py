@@ -1,0 +1,31 @@
+"""The operator's own Prometheus metrics (served on ``/metrics``)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+RECONCILE_SECONDS = Histogram(
+    "kquota_reconcile_duration_seconds",
+    "Duration of one reconcile pass (read, plan, apply, status).",
+    ["cluster"],
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
+)
+CHANGE_LATENCY_SECONDS = Histogram(
+    "kquota_change_latency_seconds",
+    "From a resource change seen to its quota applied on the brokers.",
+    ["cluster"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
+)
+PASSES = Counter("kquota_reconcile_passes_total", "Reconcile passes by result.", ["cluster", "result"])
+BATCH_OPS = Histogram(
+    "kquota_apply_batch_ops",
+    "Quota key changes sent in one pass.",
+    ["cluster"],
+    buckets=(1, 10, 100, 1000, 5000, 10000, 50000),
+)
+QUEUE_DEPTH = Gauge("kquota_pending_entity_changes", "Entity changes planned but not yet confirmed.", ["cluster"])
+DRIFT = Counter("kquota_drift_corrections_total", "Owned quota keys restored after an out-of-band change.", ["cluster"])
+ERRORS = Counter("kquota_errors_total", "Errors by reason.", ["cluster", "reason"])
+RESOURCES = Gauge("kquota_managed_resources", "Quota resources per cluster and Ready reason.", ["cluster", "reason"])
+STATUS_WRITES = Counter("kquota_status_writes_total", "Status patches sent.", ["cluster"])
+OWNED_KEYS = Gauge("kquota_owned_quota_keys", "Quota keys recorded in the ownership ledger.", ["cluster"])

@@ -1,0 +1,32 @@
+"""Operator settings, from environment variables (``KQUOTA_*``) or ``kquota operator`` flags."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class OperatorSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="KQUOTA_", extra="ignore")
+
+    namespace: str = Field("kquota-system", description="Namespace of the ownership ledger ConfigMaps.")
+    default_cluster: str = Field("default", description="KafkaCluster used when a resource has no clusterRef.")
+    watch_namespaces: list[str] = Field(
+        default_factory=list, description="Namespaces to watch for quota resources (empty: all)."
+    )
+    drift_interval: float = Field(60.0, gt=0, description="Seconds between drift checks when nothing changes.")
+    coalesce_seconds: float = Field(0.05, ge=0, description="Wait after a change so a burst becomes one pass.")
+    retry_max_seconds: float = Field(30.0, gt=0, description="Longest backoff while Kafka is unreachable.")
+    rejected_retry_seconds: float = Field(
+        300.0, gt=0, description="How long a broker-rejected value waits before a retry."
+    )
+    status_concurrency: int = Field(16, ge=1, description="Status patches in flight at once.")
+    protected_users: list[str] = Field(
+        default_factory=list, description="Users never changed, in addition to each KafkaCluster's."
+    )
+    protected_client_ids: list[str] = Field(default_factory=list)
+    metrics_port: int = Field(9090, ge=0, description="Port of /metrics (0 disables).")
+    liveness_port: int = Field(8080, ge=0, description="Port of /healthz (0 disables).")
+    kubeconfig: str | None = Field(None, description="Kubeconfig file; default in-cluster or $KUBECONFIG.")
+    peering: str | None = Field(None, description="Kopf peering name for HA; None runs standalone.")
+    log_format: str = Field("plain", pattern="^(plain|json)$")

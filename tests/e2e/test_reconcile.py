@@ -1,0 +1,251 @@
+"""ClientQuota resources reach the real broker: every entity form, drift, conflicts, ownership."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+
+from kquota.domain.entities import Entity, QuotaKey
+from tests.e2e.conftest import Stack
+from tests.harness.operator_proc import apply, client_quota, condition, get, wait_for
+
+pytestmark = pytest.mark.e2e
+
+P = QuotaKey.PRODUCER_BYTE_RATE
+C = QuotaKey.CONSUMER_BYTE_RATE
+R = QuotaKey.REQUEST_PERCENTAGE
+CONN = QuotaKey.CONNECTION_CREATION_RATE
+
+
+def uniq(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def name_or_default(value: str | None) -> dict[str, Any]:
+    return {"default": True} if value is None else {"name": value}
+
+
+def spec_entity(entity: Entity) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if entity.has_user:
+        out["user"] = name_or_default(entity.user)
+    if entity.has_client_id:
+        out["clientId"] = name_or_default(entity.client_id)
+    if entity.has_ip:
+        out["ip"] = name_or_default(entity.ip)
+    return out
+
+
+def kafka_configs_describe(stack: Stack, entity: Entity) -> str:
+    """What Kafka's own kafka-configs tool says about one entity (an independent client)."""
+    args = ["--describe"]
+    for etype, flag in (("user", "users"), ("client-id", "clients"), ("ip", "ips")):
+        if etype in entity.parts():
+            name = entity.parts()[etype]
+            args += ["--entity-type", flag]
+            args += ["--entity-default"] if name is None else ["--entity-name", name]
+    result = stack.kafka.kafka_configs(*args)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def wait_broker(stack: Stack, entity: Entity, expected: dict[QuotaKey, float], timeout: float = 30) -> None:
+    def matches() -> bool:
+        return stack.broker_quotas().get(entity, {}) == expected
+
+    wait_for(
+        matches,
+        timeout,
+        f"broker quotas of {entity} == {expected}",
+        on_timeout=lambda: f"broker has {stack.broker_quotas().get(entity)}\n{stack.operator.log()}",
+    )
+
+
+def wait_ready(
+    stack: Stack,
+    ns: str,
+    name: str,
+    status: str = "True",
+    reason: str | None = None,
+    kind: str = "clientquota",
+    timeout: float = 30,
+) -> dict[str, Any]:
+    def ready() -> dict[str, Any] | None:
+        obj = get(stack.kube, kind, ns, name)
+        cond = condition(obj)
+        if (
+            cond.get("status") == status
+            and (reason is None or cond.get("reason") == reason)
+            and obj
+            and obj["status"].get("observedGeneration") == obj["metadata"]["generation"]
+        ):
+            return obj
+        return None
+
+    result: dict[str, Any] = wait_for(
+        ready,
+        timeout,
+        f"{kind} {ns}/{name} Ready={status} {reason or ''}",
+        on_timeout=lambda: json.dumps(get(stack.kube, kind, ns, name)),
+    )
+    return result
+
+
+FORMS = {
+    "user": lambda: Entity.for_user(uniq("alice")),
+    "client-id": lambda: Entity.for_client(uniq("app")),
+    "user+client-id": lambda: Entity.for_pair(uniq("bob"), uniq("app")),
+    "default user": lambda: Entity.for_user(None),
+    "default client-id": lambda: Entity.for_client(None),
+    "user+default client-id": lambda: Entity.for_pair(uniq("carol"), None),
+    "default user+client-id": lambda: Entity.for_pair(None, uniq("app")),
+    "default user+default client-id": lambda: Entity.for_pair(None, None),
+    "ip": lambda: Entity.for_ip("10.11.12.13"),
+    "default ip": lambda: Entity.for_ip(None),
+    "TLS principal": lambda: Entity.for_user(f"CN={uniq('svc')},OU=payments,O=Example=Corp"),
+    "user literally named <default>": lambda: Entity.for_user("<default>"),
+}
+
+
+@pytest.mark.parametrize("form", list(FORMS))
+def test_create_modify_delete_delete_again(stack: Stack, form: str) -> None:
+    entity = FORMS[form]()
+    ns = stack.new_namespace()
+    name = uniq("cq")
+    ip = entity.is_ip
+    first = {"connectionCreationRate": 20} if ip else {"producerByteRate": "1Mi", "requestPercentage": 50}
+    first_broker = {CONN: 20.0} if ip else {P: 1048576.0, R: 50.0}
+    before = {e: v for e, v in stack.broker_quotas().items() if e != entity}
+
+    apply(stack.kube, client_quota(ns, name, spec_entity(entity), first))
+    wait_broker(stack, entity, first_broker)
+    obj = wait_ready(stack, ns, name, reason="Applied")
+    assert obj["status"]["applied"]["values"] == {k.value: v for k, v in first_broker.items()}
+    assert obj["status"]["entity"] == entity.path()
+    described = kafka_configs_describe(stack, entity)
+    key, value = next(iter(first_broker.items()))
+    assert f"{key.value}={value}" in described or f"{key.value}={int(value)}" in described, described
+
+    second = {"connectionCreationRate": 40} if ip else {"producerByteRate": 2048, "consumerByteRate": "4Ki"}
+    second_broker = {CONN: 40.0} if ip else {P: 2048.0, C: 4096.0}
+    apply(stack.kube, client_quota(ns, name, spec_entity(entity), second))
+    wait_broker(stack, entity, second_broker)
+    wait_ready(stack, ns, name, reason="Applied")
+
+    stack.kube.kubectl("delete", "clientquota", name, "-n", ns, "--timeout=30s")
+    wait_broker(stack, entity, {})
+    assert get(stack.kube, "clientquota", ns, name) is None
+
+    again = stack.kube.kubectl("delete", "clientquota", name, "-n", ns, "--ignore-not-found")
+    assert again.returncode == 0
+    after = {e: v for e, v in stack.broker_quotas().items() if e != entity}
+    # Other tests' entities may come and go meanwhile; none of the ones that
+    # existed before and are not ours may have been changed by this lifecycle.
+    for e, values in before.items():
+        if e in after:
+            assert after[e] == values, f"{e} changed"
+
+
+def test_out_of_band_change_is_corrected_and_unmanaged_entries_are_untouched(stack: Stack) -> None:
+    user = uniq("drift")
+    other = uniq("handmade")
+    ns = stack.new_namespace()
+    # Set by hand, before and outside kquota: must survive everything below.
+    assert (
+        stack.kafka.kafka_configs(
+            "--alter", "--entity-type", "users", "--entity-name", other, "--add-config", "producer_byte_rate=777"
+        ).returncode
+        == 0
+    )
+    apply(stack.kube, client_quota(ns, "q", {"user": {"name": user}}, {"producerByteRate": 100000}))
+    wait_broker(stack, Entity.for_user(user), {P: 100000.0})
+    wait_ready(stack, ns, "q", reason="Applied")
+    # A key kquota does not own, on the entity it manages.
+    assert (
+        stack.kafka.kafka_configs(
+            "--alter", "--entity-type", "users", "--entity-name", user, "--add-config", "consumer_byte_rate=555"
+        ).returncode
+        == 0
+    )
+    drift_before = stack.operator.metric("kquota_drift_corrections_total")
+
+    # Out of band: kafka-configs changes the owned key.
+    assert (
+        stack.kafka.kafka_configs(
+            "--alter", "--entity-type", "users", "--entity-name", user, "--add-config", "producer_byte_rate=5"
+        ).returncode
+        == 0
+    )
+    interval = stack.operator.drift_interval
+    wait_broker(stack, Entity.for_user(user), {P: 100000.0, C: 555.0}, timeout=interval + 10)
+    assert stack.operator.metric("kquota_drift_corrections_total") > drift_before
+    events = stack.kube.kubectl("get", "events", "-n", ns, "-o", "json").stdout
+    assert "DriftCorrected" in events
+
+    assert stack.broker_quotas()[Entity.for_user(other)] == {P: 777.0}
+    # Deleting the resource removes only what kquota set.
+    stack.kube.kubectl("delete", "clientquota", "q", "-n", ns, "--timeout=30s")
+    wait_broker(stack, Entity.for_user(user), {C: 555.0})
+    assert stack.broker_quotas()[Entity.for_user(other)] == {P: 777.0}
+
+
+def test_conflicting_resources_older_wins_and_newer_reports_conflict(stack: Stack) -> None:
+    user = uniq("contested")
+    ns = stack.new_namespace()
+    apply(stack.kube, client_quota(ns, "first", {"user": {"name": user}}, {"producerByteRate": 1000}))
+    wait_ready(stack, ns, "first", reason="Applied")
+    apply(
+        stack.kube,
+        client_quota(ns, "second", {"user": {"name": user}}, {"producerByteRate": 9999, "consumerByteRate": 2000}),
+    )
+    second = wait_ready(stack, ns, "second", status="False", reason="Conflict")
+    assert f"ClientQuota {ns}/first" in condition(second)["message"]
+    # The non-contested key of the loser is applied; the contested one is the winner's.
+    wait_broker(stack, Entity.for_user(user), {P: 1000.0, C: 2000.0})
+    first = wait_ready(stack, ns, "first", reason="Applied")
+    # No flapping: repeated passes leave both statuses where they are.
+    transition = condition(second)["lastTransitionTime"]
+    passes = stack.operator.metric("kquota_reconcile_passes_total")
+    stack.kube.kubectl("annotate", "clientquota", "first", "-n", ns, "poke=1")
+    wait_for(lambda: stack.operator.metric("kquota_reconcile_passes_total") >= passes + 2, 20, "two more passes")
+    assert condition(get(stack.kube, "clientquota", ns, "second"))["lastTransitionTime"] == transition
+    assert condition(first)["status"] == "True"
+
+    # The winner goes away: the other resource takes the key over.
+    stack.kube.kubectl("delete", "clientquota", "first", "-n", ns, "--timeout=30s")
+    wait_broker(stack, Entity.for_user(user), {P: 9999.0, C: 2000.0})
+    wait_ready(stack, ns, "second", reason="Applied")
+
+
+def test_many_resources_are_applied_in_few_passes(stack: Stack) -> None:
+    from tests.harness.operator_proc import apply_many
+
+    ns = stack.new_namespace()
+    users = [uniq("bulk") for _ in range(300)]
+    passes_before = stack.operator.metric("kquota_reconcile_passes_total")
+    apply_many(
+        stack.kube,
+        [client_quota(ns, f"q{i}", {"user": {"name": u}}, {"producerByteRate": 1000 + i}) for i, u in enumerate(users)],
+    )
+
+    def all_applied() -> bool:
+        live = stack.broker_quotas()
+        return all(live.get(Entity.for_user(u), {}).get(P) == 1000.0 + i for i, u in enumerate(users))
+
+    wait_for(all_applied, 60, "300 quotas on the broker")
+    passes = stack.operator.metric("kquota_reconcile_passes_total") - passes_before
+    assert passes < 100, f"{passes} passes for 300 resources: changes are not being coalesced"
+
+
+def test_kafka_cluster_status_shows_it_is_connected(stack: Stack) -> None:
+    def connected() -> dict[str, Any] | None:
+        obj = json.loads(stack.kube.kubectl("get", "kafkacluster", stack.cluster, "-o", "json").stdout)
+        return obj if condition(obj).get("reason") == "Connected" else None
+
+    obj = wait_for(connected, 30, "KafkaCluster Ready=True, reason Connected")
+    assert condition(obj)["status"] == "True"
+    assert obj["status"]["brokers"] == 1
+    assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"]
