@@ -45,8 +45,14 @@ WIDGET_CRD = textwrap.dedent("""
 
 
 def widget(ns: str, name: str, size: int) -> str:
-    return json.dumps({"apiVersion": "smoke.kquota.io/v1", "kind": "Widget",
-                       "metadata": {"name": name, "namespace": ns}, "spec": {"size": size}})
+    return json.dumps(
+        {
+            "apiVersion": "smoke.kquota.io/v1",
+            "kind": "Widget",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"size": size},
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -78,8 +84,17 @@ def test_status_subresource_ignores_status_in_main_resource(widgets: KubeAPIServ
     widgets.kubectl("create", "-f", "-", input=json.dumps(body))
     got = json.loads(widgets.kubectl("get", "widget", "w4", "-n", namespace, "-o", "json").stdout)
     assert "status" not in got or got["status"] == {}
-    widgets.kubectl("patch", "widget", "w4", "-n", namespace, "--subresource=status", "--type=merge",
-                    "-p", '{"status": {"seen": true}}')
+    widgets.kubectl(
+        "patch",
+        "widget",
+        "w4",
+        "-n",
+        namespace,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        '{"status": {"seen": true}}',
+    )
     got = json.loads(widgets.kubectl("get", "widget", "w4", "-n", namespace, "-o", "json").stdout)
     assert got["status"] == {"seen": True}
 
@@ -96,8 +111,15 @@ def test_rbac_grant_lets_a_service_account_in(kube: KubeAPIServer, namespace: st
     before = kube.kubectl("get", "configmaps", "-n", namespace, token=token, check=False)
     assert before.returncode != 0
     kube.kubectl("create", "role", "cm-reader", "-n", namespace, "--verb=get,list", "--resource=configmaps")
-    kube.kubectl("create", "rolebinding", "cm-reader", "-n", namespace, "--role=cm-reader",
-                 f"--serviceaccount={namespace}:reader")
+    kube.kubectl(
+        "create",
+        "rolebinding",
+        "cm-reader",
+        "-n",
+        namespace,
+        "--role=cm-reader",
+        f"--serviceaccount={namespace}:reader",
+    )
     after = kube.kubectl("get", "configmaps", "-n", namespace, token=token)
     assert after.returncode == 0
     # The grant is namespaced: other namespaces stay closed.

@@ -1,9 +1,9 @@
 """Command-line entry for the harness: ``python -m tests.harness COMMAND``.
 
-  prepare   download/build everything the tests need (Kafka jars, kube-apiserver, helm)
-  kube      run a kube-apiserver until Ctrl-C and print how to reach it
-  kafka     run a Kafka cluster until Ctrl-C (``--brokers 3`` for three)
-  demo      the local stack, the operator and the examples (``make demo``)
+prepare   download/build everything the tests need (Kafka jars, kube-apiserver, helm)
+kube      run a kube-apiserver until Ctrl-C and print how to reach it
+kafka     run a Kafka cluster until Ctrl-C (``--brokers 3`` for three)
+demo      the local stack, the operator and the examples (``make demo``)
 """
 
 from __future__ import annotations
@@ -75,8 +75,10 @@ def _kafka(args: argparse.Namespace) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="kquota-kafka-"))
     cluster = kafka_cluster.KafkaCluster.start(workdir, brokers=args.brokers)
     try:
-        print(f"Kafka PLAINTEXT {cluster.bootstrap}\n  SASL_PLAINTEXT {cluster.sasl_bootstrap} "
-              f"(user {cluster.admin_user}, password {cluster.admin_password})")
+        print(
+            f"Kafka PLAINTEXT {cluster.bootstrap}\n  SASL_PLAINTEXT {cluster.sasl_bootstrap} "
+            f"(user {cluster.admin_user}, password {cluster.admin_password})"
+        )
         for b in cluster.brokers:
             print(f"  broker {b.node_id} metrics {b.metrics_url}")
         print("Ctrl-C stops it.", flush=True)
@@ -96,8 +98,9 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.harness", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.harness", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("prepare", help="download and build every component")
     sub.add_parser("kube", help="run a kube-apiserver until Ctrl-C")

@@ -57,7 +57,9 @@ def ensure_binary() -> Path:
             ["go", "build", "-trimpath", "-ldflags=-s -w", "-o", str(tmp), "."],
             what=f"building kube-apiserver {KUBERNETES_VERSION} from Go modules",
             log=cache.root() / "logs" / "kube-apiserver-build.log",
-            env=env, cwd=SOURCE_DIR, timeout=2400,
+            env=env,
+            cwd=SOURCE_DIR,
+            timeout=2400,
         )
         tmp.rename(binary)
     return binary
@@ -74,8 +76,13 @@ class KubeAPIServer:
     identities: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def start(cls, workdir: Path, identities: dict[str, list[str]] | None = None,
-              timeout: float = 120, extra_args: list[str] | None = None) -> KubeAPIServer:
+    def start(
+        cls,
+        workdir: Path,
+        identities: dict[str, list[str]] | None = None,
+        timeout: float = 120,
+        extra_args: list[str] | None = None,
+    ) -> KubeAPIServer:
         binary = ensure_binary()
         workdir.mkdir(parents=True, exist_ok=True)
         args = [str(binary), "-dir", str(workdir)]
@@ -99,18 +106,24 @@ class KubeAPIServer:
 
     # -- kubectl ---------------------------------------------------------------
 
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True,  # noqa: A002 - subprocess's name
-                token: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def kubectl(
+        self,
+        *args: str,
+        input: str | None = None,
+        check: bool = True,  # noqa: A002 - subprocess's name
+        token: str | None = None,
+        timeout: float = 120,
+    ) -> subprocess.CompletedProcess[str]:
         """Run the real kubectl against this server (as admin unless ``token``)."""
         argv = [str(tools.kubectl()), "--kubeconfig", str(self.kubeconfig)]
         if token is not None:
             argv += ["--token", token]
         argv += list(args)
-        result = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout,
-                                check=False)
+        result = subprocess.run(argv, input=input, capture_output=True, text=True, timeout=timeout, check=False)
         if check and result.returncode != 0:
             raise AssertionError(
-                f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+                f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}"
+            )
         return result
 
     def env(self) -> dict[str, str]:

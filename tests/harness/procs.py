@@ -48,8 +48,9 @@ def log_tail(path: Path, lines: int = 60) -> str:
 class Process:
     """One child process writing stdout+stderr to ``log``."""
 
-    def __init__(self, name: str, argv: Sequence[str], log: Path, env: dict[str, str] | None = None,
-                 cwd: Path | None = None) -> None:
+    def __init__(
+        self, name: str, argv: Sequence[str], log: Path, env: dict[str, str] | None = None, cwd: Path | None = None
+    ) -> None:
         self.name = name
         self.argv = list(argv)
         self.log = log
@@ -62,10 +63,15 @@ class Process:
         fh = self.log.open("ab")
         try:
             self.popen = subprocess.Popen(
-                self.argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                self.argv,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
                 # preexec_fn is the only way to set PDEATHSIG; harness processes are
                 # started from the main thread, where it is safe.
-                env=self.env, cwd=self.cwd, preexec_fn=_child_setup,  # noqa: PLW1509
+                env=self.env,
+                cwd=self.cwd,
+                preexec_fn=_child_setup,  # noqa: PLW1509
             )
         finally:
             fh.close()
@@ -86,7 +92,8 @@ class Process:
             if not self.alive():
                 code = self.popen.returncode if self.popen else None
                 raise ComponentError(
-                    f"{self.name} exited (code {code}) before {what}; log {self.log}:\n{log_tail(self.log)}")
+                    f"{self.name} exited (code {code}) before {what}; log {self.log}:\n{log_tail(self.log)}"
+                )
             try:
                 if ready():
                     return
@@ -94,8 +101,9 @@ class Process:
                 pass
             time.sleep(0.2)
         self.stop()
-        raise ComponentError(f"{self.name}: {what} not reached within {timeout:.0f}s; "
-                             f"log {self.log}:\n{log_tail(self.log)}")
+        raise ComponentError(
+            f"{self.name}: {what} not reached within {timeout:.0f}s; log {self.log}:\n{log_tail(self.log)}"
+        )
 
     def signal(self, sig: int) -> None:
         if self.alive():
@@ -134,12 +142,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def run_checked(argv: Sequence[str], what: str, log: Path, env: dict[str, str] | None = None,
-                cwd: Path | None = None, timeout: float = 3600) -> None:
+def run_checked(
+    argv: Sequence[str],
+    what: str,
+    log: Path,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout: float = 3600,
+) -> None:
     """Run a build/download step to completion; on failure raise with its log."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as fh:
-        result = subprocess.run(list(argv), stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=cwd,
-                                timeout=timeout, check=False)
+        result = subprocess.run(
+            list(argv), stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=cwd, timeout=timeout, check=False
+        )
     if result.returncode != 0:
         raise ComponentError(f"{what} failed (exit {result.returncode}); log {log}:\n{log_tail(log)}")
