@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from kquota.kafka.quotas import ConnectionSettings, QuotaAdmin
 
 from kquota.domain.entities import Entity, QuotaKey
+from kquota.kafka.quotas import ConnectionSettings, QuotaAdmin
 from tests.harness.kafka_cluster import KafkaCluster
 from tests.harness.kube_apiserver import KubeAPIServer
 from tests.harness.operator_proc import (

@@ -109,8 +109,8 @@ class KubeAPIServer:
     def kubectl(
         self,
         *args: str,
-        input: str | None = None,
-        check: bool = True,  # noqa: A002 - subprocess's name
+        input: str | None = None,  # noqa: A002 - subprocess's name for it
+        check: bool = True,
         token: str | None = None,
         timeout: float = 120,
     ) -> subprocess.CompletedProcess[str]:

@@ -403,3 +403,19 @@ def test_same_admin_reports_an_outage_and_recovers(tmp_path_factory: pytest.Temp
     finally:
         quota_admin.close()
         cluster.stop()
+
+
+def test_describe_entity_reads_exactly_one_entity(admin: QuotaAdmin) -> None:
+    user = unique_name("exact")
+    pair = Entity.for_pair(user, None)
+    admin.alter(
+        [alteration(Entity.for_user(user), producer_byte_rate=1000.0), alteration(pair, consumer_byte_rate=2000.0)]
+    )
+    expect(
+        admin,
+        {Entity.for_user(user): {QuotaKey.PRODUCER_BYTE_RATE: 1000.0}, pair: {QuotaKey.CONSUMER_BYTE_RATE: 2000.0}},
+    )
+    assert admin.describe_entity(pair) == {QuotaKey.CONSUMER_BYTE_RATE: 2000.0}
+    assert admin.describe_entity(Entity.for_user(user)) == {QuotaKey.PRODUCER_BYTE_RATE: 1000.0}
+    assert admin.describe_entity(Entity.for_user(f"{user}-absent")) == {}
+    clear(admin, Entity.for_user(user), pair)

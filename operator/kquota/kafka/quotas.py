@@ -233,7 +233,22 @@ class QuotaAdmin:
         """Every quota entry on the cluster, as the broker reports it."""
         # No components and strict=false is "everything"; any broker answers
         # from its metadata image.
-        request = DescribeClientQuotasRequest(components=[], strict=False)
+        return self._describe(DescribeClientQuotasRequest(components=[], strict=False))
+
+    def describe_entity(self, entity: Entity) -> dict[QuotaKey, float]:
+        """The quotas set on exactly this entity (one small request, for polling)."""
+        # match_type 0 = EXACT name, 1 = DEFAULT entity; strict excludes entities with more parts.
+        component = DescribeClientQuotasRequest.ComponentData
+        components = [
+            component(entity_type=etype, match_type=1 if name is None else 0, match=name)
+            for etype, name in entity.parts().items()
+        ]
+        for raw in self._describe(DescribeClientQuotasRequest(components=components, strict=True)):
+            if Entity.from_parts(dict(raw.parts)) == entity:
+                return {QuotaKey(k): v for k, v in raw.values if k in QuotaKey._value2member_map_}
+        return {}
+
+    def _describe(self, request: Any) -> list[RawQuotaEntry]:
         response = self._send(request, "DescribeClientQuotas")
         if response.error_code:
             raise QuotaRequestError(response.error_code, _error_name(response.error_code), response.error_message)

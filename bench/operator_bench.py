@@ -1,0 +1,283 @@
+"""Operator benchmarks on the real local stack (kube-apiserver + KRaft broker + operator process).
+
+Measures, for each N in --sizes:
+  1. convergence: N ClientQuotas created; time from the last create to all N on
+     the broker, and to all N Ready in status;
+  2. single-change latency with N resources present: patch one resource, time
+     until the broker has the new value (p50/p99 over --changes changes);
+  3. drift correction latency: an out-of-band change to an owned key, time until
+     the operator restored it (bounded by the drift interval when idle);
+  4. the operator's resident memory (current and peak) and CPU seconds.
+Baselines in the same run: Kafka's own kafka-configs (ConfigCommand), one
+entity at a time, and kquota's own adapter sending one request per resource.
+
+    python -m bench.operator_bench --sizes 100,1000,10000 --out bench/results/operator.json
+
+Not a test: it prints a table and writes JSON; targets are reported, not asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from tests.harness.kafka_cluster import KafkaCluster
+from tests.harness.kube_apiserver import KubeAPIServer
+from tests.harness.operator_proc import OperatorProcess, ensure_ledger_namespace, kafka_cluster_manifest
+
+from kquota.domain.entities import Entity, QuotaKey
+from kquota.kafka.quotas import ConnectionSettings, EntityAlteration, QuotaAdmin, QuotaOp
+
+GROUP, VERSION = "kquota.io", "v1alpha1"
+P = QuotaKey.PRODUCER_BYTE_RATE
+TARGETS = {
+    "broker_seconds_10k": 30.0,
+    "ready_seconds_10k": 60.0,
+    "p50_seconds": 0.5,
+    "p99_seconds": 2.0,
+    "speedup_vs_kafka_configs": 100.0,
+    "rss_mib_10k": 250.0,
+}
+
+
+@dataclass
+class SizeResult:
+    n: int
+    create_seconds: float = 0.0
+    broker_seconds_after_last_create: float = 0.0
+    ready_seconds_after_last_create: float = 0.0
+    throughput_per_second: float = 0.0
+    latency_p50: float | None = None
+    latency_p99: float | None = None
+    latency_max: float | None = None
+    drift_seconds: list[float] = field(default_factory=list)
+    rss_mib: float = 0.0
+    rss_peak_mib: float = 0.0
+    cpu_seconds: float = 0.0
+    status_writes: float = 0.0
+    passes: float = 0.0
+
+
+def _proc_stats(pid: int) -> tuple[float, float, float]:
+    """(RSS MiB, peak RSS MiB, CPU seconds) of a process from /proc."""
+    rss = peak = 0.0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            rss = int(line.split()[1]) / 1024
+        elif line.startswith("VmHWM:"):
+            peak = int(line.split()[1]) / 1024
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    cpu = (int(fields[11]) + int(fields[12])) / ticks
+    return rss, peak, cpu
+
+
+def _quota(ns: str, i: int, rate: int) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "ClientQuota",
+        "metadata": {"name": f"q{i}", "namespace": ns},
+        "spec": {"entity": {"user": {"name": f"bench-{i}"}}, "quota": {"producerByteRate": rate}},
+    }
+
+
+def _create_all(kube: KubeAPIServer, ns: str, n: int) -> float:
+    """Create N resources with kubectl (server-side, 1,000 per call); returns seconds taken."""
+    start = time.monotonic()
+    for lo in range(0, n, 1000):
+        items = [_quota(ns, i, 1000 + i) for i in range(lo, min(n, lo + 1000))]
+        kube.kubectl(
+            "create", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}), timeout=900
+        )
+    return time.monotonic() - start
+
+
+def _count_ready(api: k8s.CustomObjectsApi, ns: str) -> int:
+    ready = 0
+    cont: str | None = None
+    while True:
+        page = api.list_namespaced_custom_object(
+            GROUP, VERSION, ns, "clientquotas", limit=2000, **({"_continue": cont} if cont else {})
+        )
+        for item in page["items"]:
+            for c in (item.get("status") or {}).get("conditions") or []:
+                if c.get("type") == "Ready" and c.get("status") == "True":
+                    ready += 1
+        cont = page["metadata"].get("continue")
+        if not cont:
+            return ready
+
+
+def _on_broker(admin: QuotaAdmin, n: int) -> int:
+    live = admin.describe_all()
+    return sum(1 for i in range(n) if live.get(Entity.for_user(f"bench-{i}"), {}).get(P) == 1000.0 + i)
+
+
+def run_size(n: int, changes: int, drift_runs: int, drift_interval: float, workdir: Path) -> SizeResult:
+    res = SizeResult(n=n)
+    kafka = KafkaCluster.start(workdir / f"kafka-{n}")
+    kube = KubeAPIServer.start(workdir / f"kube-{n}")
+    operator = None
+    admin = QuotaAdmin(ConnectionSettings(bootstrap_servers=kafka.bootstrap))
+    try:
+        kube.apply_crds()
+        ensure_ledger_namespace(kube)
+        kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest("bench", kafka.bootstrap))
+        operator = OperatorProcess(
+            kube, workdir / f"operator-{n}", default_cluster="bench", drift_interval=drift_interval
+        ).start()
+        assert operator.proc is not None
+        pid = operator.proc.pid
+        ns = kube.create_namespace("bench")
+        k8s_config.load_kube_config(config_file=str(kube.kubeconfig))
+        api = k8s.CustomObjectsApi()
+        _, _, cpu0 = _proc_stats(pid)
+
+        res.create_seconds = _create_all(kube, ns, n)
+        last_create = time.monotonic()
+        while _on_broker(admin, n) < n:
+            time.sleep(0.2)
+        res.broker_seconds_after_last_create = time.monotonic() - last_create
+        while _count_ready(api, ns) < n:
+            time.sleep(0.5)
+        res.ready_seconds_after_last_create = time.monotonic() - last_create
+        res.throughput_per_second = n / (res.create_seconds + res.broker_seconds_after_last_create)
+        res.rss_mib, res.rss_peak_mib, cpu1 = _proc_stats(pid)
+        res.cpu_seconds = cpu1 - cpu0
+        res.status_writes = operator.metric("kquota_status_writes_total")
+        res.passes = operator.metric("kquota_reconcile_passes_total")
+
+        latencies = []
+        for j in range(changes):
+            i = j % n
+            value = 500_000 + j
+            api.patch_namespaced_custom_object(
+                GROUP, VERSION, ns, "clientquotas", f"q{i}", {"spec": {"quota": {"producerByteRate": value}}}
+            )
+            t0 = time.monotonic()
+            entity = Entity.for_user(f"bench-{i}")
+            while admin.describe_entity(entity).get(P) != float(value):
+                time.sleep(0.005)
+            latencies.append(time.monotonic() - t0)
+        if latencies:
+            latencies.sort()
+            res.latency_p50 = statistics.median(latencies)
+            res.latency_p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+            res.latency_max = latencies[-1]
+
+        for k in range(drift_runs):
+            entity = Entity.for_user(f"bench-{n - 1 - k}")
+            want = admin.describe_entity(entity).get(P)
+            admin.alter([EntityAlteration(entity, (QuotaOp(P, 7.0),))])
+            t0 = time.monotonic()
+            while admin.describe_entity(entity).get(P) != want:
+                time.sleep(0.02)
+            res.drift_seconds.append(round(time.monotonic() - t0, 3))
+        return res
+    finally:
+        admin.close()
+        if operator is not None:
+            operator.stop()
+        kube.stop()
+        kafka.stop()
+
+
+def baseline_kafka_configs(workdir: Path, entities: int) -> float:
+    """Entities per second with Kafka's own kafka-configs, one JVM per entity."""
+    kafka = KafkaCluster.start(workdir / "kafka-baseline")
+    try:
+        start = time.monotonic()
+        for i in range(entities):
+            result = kafka.kafka_configs(
+                "--alter",
+                "--entity-type",
+                "users",
+                "--entity-name",
+                f"kc-{i}",
+                "--add-config",
+                f"producer_byte_rate={1000 + i}",
+            )
+            assert result.returncode == 0, result.stderr
+        return entities / (time.monotonic() - start)
+    finally:
+        kafka.stop()
+
+
+def baseline_one_request_per_resource(workdir: Path, entities: int) -> float:
+    """Entities per second with kquota's adapter, one AlterClientQuotas per resource."""
+    kafka = KafkaCluster.start(workdir / "kafka-naive")
+    admin = QuotaAdmin(ConnectionSettings(bootstrap_servers=kafka.bootstrap))
+    try:
+        admin.describe_all()  # connect outside the timing
+        start = time.monotonic()
+        for i in range(entities):
+            results = admin.alter([EntityAlteration(Entity.for_user(f"naive-{i}"), (QuotaOp(P, 1000.0 + i),))])
+            assert results[0].ok, results[0].error_message
+        return entities / (time.monotonic() - start)
+    finally:
+        admin.close()
+        kafka.stop()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="100,1000,10000")
+    parser.add_argument("--changes", type=int, default=200, help="single-change latency samples")
+    parser.add_argument("--drift-runs", type=int, default=3)
+    parser.add_argument("--drift-interval", type=float, default=10.0)
+    parser.add_argument("--kafka-configs-entities", type=int, default=10)
+    parser.add_argument("--naive-entities", type=int, default=500)
+    parser.add_argument("--out", type=Path, default=Path("bench/results/operator.json"))
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    workdir = Path(tempfile.mkdtemp(prefix="kquota-bench-"))
+
+    kc_rate = baseline_kafka_configs(workdir, args.kafka_configs_entities)
+    naive_rate = baseline_one_request_per_resource(workdir, args.naive_entities)
+    results = [run_size(n, args.changes, args.drift_runs, args.drift_interval, workdir) for n in sizes]
+
+    print(f"\nmachine: {platform.node()} {os.cpu_count()} cores, {platform.python_version()}")
+    print(f"baseline kafka-configs, one entity per JVM:       {kc_rate:8.2f} entities/s")
+    print(f"baseline kquota adapter, one request per resource: {naive_rate:8.1f} entities/s\n")
+    header = (
+        f"{'N':>7} {'create s':>9} {'broker s':>9} {'ready s':>8} {'ent/s':>8} {'x kc':>7} "
+        f"{'p50 s':>7} {'p99 s':>7} {'drift s':>14} {'RSS MiB':>8} {'peak':>6} {'CPU s':>6}"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        drift = ",".join(f"{d:.1f}" for d in r.drift_seconds)
+        print(
+            f"{r.n:>7} {r.create_seconds:9.1f} {r.broker_seconds_after_last_create:9.2f} "
+            f"{r.ready_seconds_after_last_create:8.2f} {r.throughput_per_second:8.1f} "
+            f"{r.throughput_per_second / kc_rate:7.0f} {r.latency_p50 or 0:7.3f} {r.latency_p99 or 0:7.3f} "
+            f"{drift:>14} {r.rss_mib:8.1f} {r.rss_peak_mib:6.0f} {r.cpu_seconds:6.1f}"
+        )
+    doc = {
+        "machine": {"node": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version()},
+        "drift_interval_seconds": args.drift_interval,
+        "baselines": {
+            "kafka_configs_entities_per_second": kc_rate,
+            "one_request_per_resource_entities_per_second": naive_rate,
+        },
+        "targets": TARGETS,
+        "results": [asdict(r) for r in results],
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=2))
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
