@@ -39,8 +39,10 @@ def _logging(settings: OperatorSettings, verbose: bool) -> None:
     root.handlers[:] = [handler]
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
     # Kopf and the HTTP clients are chatty at INFO about every object.
-    for noisy in ("kopf.objects", "kopf.activities", "aiohttp.access", "urllib3", "kafka"):
+    for noisy in ("kopf.objects", "kopf.activities", "aiohttp.access", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.DEBUG if verbose else logging.WARNING)
+    # kafka-python logs whole protocol messages at DEBUG: useless even when verbose.
+    logging.getLogger("kafka").setLevel(logging.WARNING)
 
 
 @kopf.on.login()

@@ -1,0 +1,1 @@
+"""Quota advisor: a PySpark pipeline from usage history to recommended quotas."""
