@@ -46,6 +46,10 @@ class Outcome:
     applied: Mapping[str, float] = field(default_factory=dict)
     #: True when every key the resource asks for (and holds) is live.
     fully_applied: bool = False
+    #: Kind-specific status fields (e.g. a ControllerMutationQuota's ``burst``).
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    #: Kind-specific conditions: (type, status, reason, message).
+    extra_conditions: tuple[tuple[str, str, str, str], ...] = ()
 
     @property
     def ready(self) -> str:
@@ -98,6 +102,8 @@ def render_status(
         Reason.CLUSTER_NOT_READY,
     ):
         conds.append(_condition(prev, "Reconciling", "True", outcome.reason.value, outcome.message, generation, now))
+    for ctype, cstatus, reason, message in outcome.extra_conditions:
+        conds.append(_condition(prev, ctype, cstatus, reason, message, generation, now))
     applied_values = {k: outcome.applied[k] for k in sorted(outcome.applied)}
     prev_applied = prev_status.get("applied") or {}
     if prev_applied.get("values") == applied_values and prev_applied.get("cluster") == cluster:
@@ -110,6 +116,7 @@ def render_status(
         "conditions": conds,
         "applied": {"cluster": cluster, "values": applied_values, "lastAppliedTime": last_applied},
     }
+    status.update(outcome.extra)
     return status
 
 

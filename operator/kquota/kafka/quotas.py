@@ -31,6 +31,7 @@ from typing import Any, Final
 
 import kafka.errors as kafka_errors
 from kafka import KafkaAdminClient
+from kafka.admin import ConfigResource, ConfigResourceType
 from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest, DescribeClusterRequest
 
 from kquota.domain.entities import Entity, QuotaKey
@@ -325,6 +326,18 @@ class QuotaAdmin:
         if response.error_code:
             raise QuotaRequestError(response.error_code, _error_name(response.error_code), response.error_message)
         return sorted(int(b.broker_id) for b in response.brokers)
+
+    def broker_configs(self, broker_id: int, keys: Sequence[str]) -> dict[str, str]:
+        """Effective values (defaults included) of some configs of one broker."""
+        client = self._connect()
+        resource = ConfigResource(ConfigResourceType.BROKER, str(broker_id), configs=list(keys))
+        try:
+            result = client.describe_configs([resource], config_filter="all")
+        except kafka_errors.KafkaError as exc:
+            self._drop(client)
+            raise self._unavailable("DescribeConfigs failed", exc, None) from None
+        entries = result.get("broker", {}).get(str(broker_id), {})
+        return {k: str(v["value"]) for k, v in entries.items() if v.get("value") is not None}
 
     # -- connection ---------------------------------------------------------------
 

@@ -75,7 +75,10 @@ def record_from_body(kind: str, body: Mapping[str, Any], default_cluster: str) -
     display = ", ".join(e.path() for e, _ in entries) or (
         f"topics/{model.spec.topic.name or '<default>'}" if isinstance(model, TopicQuota) else ""
     )
-    return ResourceRecord(entries=entries, display=display, **common)
+    extras: dict[str, Any] = {}
+    if isinstance(model, ControllerMutationQuota):
+        extras = {"rate": float(model.spec.rate), "expectedBurst": model.spec.expected_burst}
+    return ResourceRecord(entries=entries, display=display, extras=extras, **common)
 
 
 def _tls_file(pem: str, kind: str) -> str:

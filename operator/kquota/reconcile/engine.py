@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime as dt
 import logging
 import time
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kquota.domain.entities import Entity, QuotaKey
+from kquota.domain.mutation import WINDOW_NUM, WINDOW_SIZE, ControllerWindow, check_burst, window_from_configs
 from kquota.domain.plan import (
     ClaimResolution,
     DesiredEntry,
@@ -112,6 +114,7 @@ class ClusterReconciler:
         #: The KafkaCluster object (a live view), for its own status.
         self._cluster_object = cluster_object
         self._cluster_written: Mapping[str, Any] | None = None
+        self._windows: tuple[float, dict[int, ControllerWindow]] | None = None
         self._admin: QuotaAdmin | None = None
         self._admin_conn: object | None = None
         self._wake = asyncio.Event()
@@ -325,11 +328,15 @@ class ClusterReconciler:
             await self._drift_events(drifted, claims.holders, records)
 
         problems = {**held_back, **failed}
+        brokers = await asyncio.to_thread(admin.broker_ids)
+        windows = await self._controller_windows(admin, brokers, claimers)
         for rec in claimers:
-            outcomes[rec.ref.uid] = self._outcome(rec, claims, live_after, problems)
+            outcome = self._outcome(rec, claims, live_after, problems)
+            if rec.ref.kind == "ControllerMutationQuota":
+                outcome = self._with_burst(rec, outcome, windows)
+            outcomes[rec.ref.uid] = outcome
         report.outcomes = outcomes
         report.status_writes = await self._write_statuses(records, outcomes)
-        brokers = await asyncio.to_thread(admin.broker_ids)
         await self._write_cluster_status(Reason.APPLIED, f"connected; {len(brokers)} broker(s)", len(brokers))
         self._resolve_release_waiters(records, ledger, claims.holders)
         self._count(records, outcomes)
@@ -388,6 +395,32 @@ class ClusterReconciler:
         if all_live:
             return Outcome(Reason.APPLIED, "quota applied on the brokers", applied, True)
         return Outcome(Reason.PENDING, "waiting for the brokers to apply the quota", applied, False)
+
+    async def _controller_windows(
+        self, admin: QuotaAdmin, brokers: list[int], claimers: list[ResourceRecord]
+    ) -> dict[int, ControllerWindow]:
+        """Each broker's controller quota window, re-read at most once per drift interval."""
+        if not any(r.ref.kind == "ControllerMutationQuota" for r in claimers):
+            return {}
+        now = time.monotonic()
+        if (
+            self._windows is not None
+            and now - self._windows[0] < self.settings.drift_interval
+            and set(self._windows[1]) == set(brokers)
+        ):
+            return self._windows[1]
+        windows = {}
+        for broker in brokers:
+            configs = await asyncio.to_thread(admin.broker_configs, broker, [WINDOW_NUM, WINDOW_SIZE])
+            windows[broker] = window_from_configs(configs)
+        self._windows = (now, windows)
+        return windows
+
+    @staticmethod
+    def _with_burst(rec: ResourceRecord, outcome: Outcome, windows: Mapping[int, ControllerWindow]) -> Outcome:
+        check = check_burst(float(rec.extras.get("rate", 0.0)), rec.extras.get("expectedBurst"), windows)
+        conditions = (("BurstSufficient", *check.condition),) if check.condition else ()
+        return dataclasses.replace(outcome, extra={"burst": check.status}, extra_conditions=conditions)
 
     # -- status, events, waiters ---------------------------------------------------
 

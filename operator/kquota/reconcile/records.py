@@ -32,6 +32,8 @@ class ResourceRecord:
     error: str | None = None
     deleting: bool = False
     status: Mapping[str, Any] = field(default_factory=dict)
+    #: Kind-specific spec values the reconciler reports on (e.g. expectedBurst).
+    extras: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def object_ref(self) -> ObjectRef:
