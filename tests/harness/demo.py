@@ -39,6 +39,25 @@ def _examples_for(bootstrap: str, workdir: Path) -> tuple[Path, str]:
     return out, cluster_name
 
 
+def _create_example_topics(bootstrap: str, examples: Path) -> None:
+    """The topics the example TopicQuotas name, so their status shows real allowances."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    topics = sorted({
+        doc["spec"]["topic"]["name"]
+        for src in examples.glob("*.yaml")
+        for doc in yaml.safe_load_all(src.read_text())
+        if doc and doc.get("kind") == "TopicQuota" and doc["spec"]["topic"].get("name")
+    })
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(t, 6, 1) for t in topics])
+        print(f"created topics {', '.join(topics)} (6 partitions each)")
+    finally:
+        admin.close()
+
+
 def _banner(text: str) -> None:
     print(f"\n== {text} ==", flush=True)
 
@@ -69,6 +88,7 @@ def run(keep_running: bool = True) -> int:
         kube.apply_crds()
         ensure_ledger_namespace(kube)
         examples, cluster = _examples_for(kafka.bootstrap, workdir)
+        _create_example_topics(kafka.bootstrap, examples)
         _banner(f"starting the operator (default cluster {cluster!r})")
         operator = OperatorProcess(kube, workdir / "operator", default_cluster=cluster, drift_interval=10).start()
         print(f"metrics http://127.0.0.1:{operator.metrics_port}/metrics, log {operator.workdir}")

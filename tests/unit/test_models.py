@@ -25,6 +25,7 @@ from kquota.api import (
 from kquota.api.status import Condition
 from kquota.crdgen import crd, model_schema
 from kquota.domain.desired import desired_entries, entity_of, topic_client_entries
+from kquota.domain.topics import TopicLayout
 from kquota.domain.entities import Entity, QuotaKey
 
 pytestmark = pytest.mark.unit
@@ -246,9 +247,10 @@ def test_client_quotas_topic_quota_splits_the_budget_per_share_and_broker() -> N
         )
     )
     assert isinstance(model, TopicQuota)
-    with pytest.raises(ValueError, match="broker count"):
+    with pytest.raises(ValueError, match="leader layout"):
         desired_entries(model)
-    entries = topic_client_entries(model, brokers=3)
+    balanced = TopicLayout(partitions=3, leaders={1: 1, 2: 1, 3: 1})
+    entries = topic_client_entries(model, balanced)
     assert entries == [
         (
             Entity.for_user("api"),
@@ -256,8 +258,11 @@ def test_client_quotas_topic_quota_splits_the_budget_per_share_and_broker() -> N
         ),
         (Entity.for_client("audit"), {QuotaKey.PRODUCER_BYTE_RATE: 104857.0, QuotaKey.CONSUMER_BYTE_RATE: 3.0}),
     ]
-    assert desired_entries(model, brokers=3) == entries
-    tiny = topic_client_entries(model, brokers=1000)
+    assert desired_entries(model, balanced) == entries
+    # All leaders on one broker: that broker carries the whole topic, so each client may use its full share there.
+    skewed = topic_client_entries(model, TopicLayout(partitions=3, leaders={1: 3}))
+    assert skewed[0][1][QuotaKey.PRODUCER_BYTE_RATE] == float(30 * 2**20 * 70 // 100)
+    tiny = topic_client_entries(model, TopicLayout(partitions=1000, leaders={b: 1 for b in range(1000)}))
     assert tiny[1][1][QuotaKey.CONSUMER_BYTE_RATE] == 1.0, "never 0: Kafka rejects a zero quota"
 
 

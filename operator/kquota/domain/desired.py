@@ -9,18 +9,17 @@ whole numbers at most 2**53-1 (checked by the API), so the float is exact.
 
 from __future__ import annotations
 
-import math
-
 from kquota.api.clientquota import ClientQuota, ClientQuotaEntity, ClientQuotaLimits
 from kquota.api.controllermutationquota import ControllerMutationEntity, ControllerMutationQuota
 from kquota.api.fields import EntityName
 from kquota.api.quantity import byte_rate
 from kquota.api.topicquota import TopicClient, TopicQuota
 from kquota.domain.entities import Entity, QuotaKey, QuotaValues
+from kquota.domain.topics import TopicLayout, client_quota
 
 
 class NeedsBrokerCount(ValueError):
-    """A TopicQuota with enforcement ClientQuotas cannot be split without the cluster's broker count."""
+    """A TopicQuota with enforcement ClientQuotas cannot be split without the topic's leader layout."""
 
 
 def _part(name: EntityName | None) -> tuple[bool, str | None]:
@@ -59,42 +58,40 @@ def desired_controller_mutation_quota(resource: ControllerMutationQuota) -> tupl
     return entity_of(resource.spec.entity), {QuotaKey.CONTROLLER_MUTATION_RATE: float(resource.spec.rate)}
 
 
-def topic_client_entries(resource: TopicQuota, brokers: int) -> list[tuple[Entity, QuotaValues]]:
-    """Client quotas that keep a TopicQuota's clients within their shares (enforcement ClientQuotas).
-
-    The budget is bytes/s for the whole topic; Kafka enforces client quotas on
-    each broker separately. Assuming a client's traffic spreads evenly over the
-    ``brokers`` brokers, its per-broker quota is ``budget x share% / brokers``,
-    rounded down (never below 1 byte/s, which Kafka would reject as 0). A client
-    quota limits the client on every topic it uses, which the API documents.
-    """
-    if brokers < 1:
-        raise ValueError(f"a cluster has at least one broker, got {brokers}")
-    if resource.spec.enforcement != "ClientQuotas":
-        return []
+def topic_budget(resource: TopicQuota) -> QuotaValues:
+    """The whole-topic budget as Kafka quota keys."""
     budget = resource.spec.budget
     totals = {
         QuotaKey.PRODUCER_BYTE_RATE: budget.producer_byte_rate,
         QuotaKey.CONSUMER_BYTE_RATE: budget.consumer_byte_rate,
     }
-    out: list[tuple[Entity, QuotaValues]] = []
-    for client in resource.spec.clients or []:
-        values: QuotaValues = {}
-        for key, total in totals.items():
-            if total is not None:
-                values[key] = float(max(1, math.floor(byte_rate(total) * client.share / 100 / brokers)))
-        out.append((entity_of(client), values))
-    return out
+    return {k: float(byte_rate(v)) for k, v in totals.items() if v is not None}
+
+
+def topic_client_entries(resource: TopicQuota, layout: TopicLayout) -> list[tuple[Entity, QuotaValues]]:
+    """Client quotas that keep a TopicQuota's clients within their shares (enforcement ClientQuotas).
+
+    Per client and key: budget x share% x (most leaders on one broker) / partitions,
+    from the topic's live leader layout (see :mod:`kquota.domain.topics`). A
+    client quota limits the client on every topic it uses, which the API documents.
+    """
+    if resource.spec.enforcement != "ClientQuotas":
+        return []
+    budget = topic_budget(resource)
+    return [
+        (entity_of(client), {k: client_quota(total, client.share, layout) for k, total in budget.items()})
+        for client in resource.spec.clients or []
+    ]
 
 
 def desired_entries(
-    resource: ClientQuota | ControllerMutationQuota | TopicQuota, brokers: int | None = None
+    resource: ClientQuota | ControllerMutationQuota | TopicQuota, layout: TopicLayout | None = None
 ) -> list[tuple[Entity, QuotaValues]]:
     """The client quota entries a resource asks for (none for a Monitor or TopicConfig TopicQuota).
 
-    ``brokers`` is needed only for a TopicQuota with enforcement ClientQuotas;
-    without it that case raises :class:`NeedsBrokerCount` (a ValueError) rather
-    than guess a split.
+    ``layout`` (the topic's live leader layout) is needed only for a TopicQuota
+    with enforcement ClientQuotas; without it that case raises
+    :class:`NeedsBrokerCount` (a ValueError) rather than guess a split.
     """
     if isinstance(resource, ClientQuota):
         return [desired_client_quota(resource)]
@@ -102,6 +99,6 @@ def desired_entries(
         return [desired_controller_mutation_quota(resource)]
     if resource.spec.enforcement != "ClientQuotas":
         return []
-    if brokers is None:
-        raise NeedsBrokerCount("a TopicQuota with enforcement ClientQuotas needs the cluster's broker count")
-    return topic_client_entries(resource, brokers)
+    if layout is None:
+        raise NeedsBrokerCount("a TopicQuota with enforcement ClientQuotas needs the topic's leader layout")
+    return topic_client_entries(resource, layout)

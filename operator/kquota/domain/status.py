@@ -30,10 +30,22 @@ class Reason(enum.StrEnum):
     CLUSTER_NOT_READY = "ClusterNotReady"
     KAFKA_UNAVAILABLE = "KafkaUnavailable"
     REJECTED = "Rejected"
+    MONITORING = "Monitoring"
+    TOPIC_NOT_FOUND = "TopicNotFound"
+    UNSUPPORTED_BY_BROKER = "UnsupportedByBroker"
 
 
 #: Failures that retrying cannot fix: the user must change something.
-STALLED = frozenset({Reason.CONFLICT, Reason.NOT_PERMITTED, Reason.PROTECTED, Reason.INVALID_SPEC, Reason.REJECTED})
+STALLED = frozenset(
+    {
+        Reason.CONFLICT,
+        Reason.NOT_PERMITTED,
+        Reason.PROTECTED,
+        Reason.INVALID_SPEC,
+        Reason.REJECTED,
+        Reason.UNSUPPORTED_BY_BROKER,
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +65,7 @@ class Outcome:
 
     @property
     def ready(self) -> str:
-        if self.reason is Reason.APPLIED:
+        if self.reason in (Reason.APPLIED, Reason.MONITORING):
             return "True"
         if self.reason is Reason.PENDING:
             return "Unknown"
@@ -88,7 +100,7 @@ def render_status(
             "Applied",
             "True" if outcome.fully_applied else "False",
             "Applied" if outcome.fully_applied else outcome.reason.value,
-            "all quota keys are live on the brokers" if outcome.fully_applied else outcome.message,
+            "everything this resource sets is live on the brokers" if outcome.fully_applied else outcome.message,
             generation,
             now,
         ),
@@ -100,6 +112,7 @@ def render_status(
         Reason.KAFKA_UNAVAILABLE,
         Reason.CLUSTER_NOT_FOUND,
         Reason.CLUSTER_NOT_READY,
+        Reason.TOPIC_NOT_FOUND,
     ):
         conds.append(_condition(prev, "Reconciling", "True", outcome.reason.value, outcome.message, generation, now))
     for ctype, cstatus, reason, message in outcome.extra_conditions:

@@ -25,7 +25,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -329,15 +329,38 @@ class QuotaAdmin:
 
     def broker_configs(self, broker_id: int, keys: Sequence[str]) -> dict[str, str]:
         """Effective values (defaults included) of some configs of one broker."""
-        client = self._connect()
         resource = ConfigResource(ConfigResourceType.BROKER, str(broker_id), configs=list(keys))
-        try:
-            result = client.describe_configs([resource], config_filter="all")
-        except kafka_errors.KafkaError as exc:
-            self._drop(client)
-            raise self._unavailable("DescribeConfigs failed", exc, None) from None
+        result = self._call("DescribeConfigs", lambda c: c.describe_configs([resource], config_filter="all"))
         entries = result.get("broker", {}).get(str(broker_id), {})
         return {k: str(v["value"]) for k, v in entries.items() if v.get("value") is not None}
+
+    def topic_config_names(self, topic: str) -> set[str]:
+        """Every config key a topic has on these brokers (to detect KIP-1010 topic quota support)."""
+        resource = ConfigResource(ConfigResourceType.TOPIC, topic)
+        result = self._call("DescribeConfigs", lambda c: c.describe_configs([resource], config_filter="all"))
+        return set(result.get("topic", {}).get(topic, {}))
+
+    def topic_leaders(self, topics: Sequence[str]) -> dict[str, dict[int, int]]:
+        """partition -> leader broker id (-1 without a leader) per existing topic; missing topics are left out."""
+        if not topics:
+            return {}
+        described = self._call("Metadata", lambda c: c.describe_topics(list(topics)))
+        out: dict[str, dict[int, int]] = {}
+        for topic in described:
+            if topic.get("error_code"):
+                continue
+            out[str(topic["name"])] = {
+                int(p["partition_index"]): int(p["leader_id"]) for p in topic.get("partitions") or []
+            }
+        return out
+
+    def _call(self, what: str, call: Callable[[_AdminClient], Any]) -> Any:
+        client = self._connect()
+        try:
+            return call(client)
+        except kafka_errors.KafkaError as exc:
+            self._drop(client)
+            raise self._unavailable(f"{what} failed", exc, None) from None
 
     # -- connection ---------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from kquota.api.clientquota import ClientQuota
 from kquota.api.controllermutationquota import ControllerMutationQuota
 from kquota.api.kafkacluster import KafkaCluster
 from kquota.api.topicquota import TopicQuota
-from kquota.domain.desired import desired_entries
+from kquota.domain.desired import desired_entries, entity_of, topic_budget
 from kquota.domain.plan import Protection, ResourceRef, UnmanagedPolicy
 from kquota.domain.tenancy import Grant
 from kquota.k8s.api import Kube, SecretNotFound
@@ -30,12 +30,11 @@ from kquota.kafka.quotas import ConnectionSettings
 from kquota.reconcile.records import ClusterConfig, ResourceRecord
 from kquota.reconcile.settings import OperatorSettings
 
-#: Quota kinds the reconciler manages -> their plural. TopicQuota joins when its
-#: enforcement (leader-layout aware, KIP-1010 style) is reconciled; until then
-#: the operator leaves TopicQuota objects alone rather than report a fake state.
+#: Quota kinds the reconciler manages -> their plural.
 QUOTA_KINDS: dict[str, str] = {
     "ClientQuota": "clientquotas",
     "ControllerMutationQuota": "controllermutationquotas",
+    "TopicQuota": "topicquotas",
 }
 _MODELS: dict[str, type[ClientQuota] | type[ControllerMutationQuota] | type[TopicQuota]] = {
     "ClientQuota": ClientQuota,
@@ -67,15 +66,25 @@ def record_from_body(kind: str, body: Mapping[str, Any], default_cluster: str) -
         model = _MODELS[kind].model_validate(
             {"apiVersion": body.get("apiVersion"), "kind": kind, "metadata": dict(meta), "spec": dict(spec)}
         )
+        if isinstance(model, TopicQuota):
+            # Its client quotas depend on the live leader layout: the reconciler
+            # computes them on every pass from these extras.
+            topic = model.spec.topic.name if not model.spec.topic.default else None
+            extras: dict[str, Any] = {
+                "topic": topic,
+                "enforcement": model.spec.enforcement,
+                "budget": topic_budget(model),
+                "clients": tuple((entity_of(c), c.share) for c in model.spec.clients or []),
+            }
+            display = f"topics/{topic}" if topic else "topics/<default>"
+            return ResourceRecord(entries=(), display=display, extras=extras, **common)
         entries = tuple(desired_entries(model))
     except ValidationError as exc:
         return ResourceRecord(entries=(), display="", error=_first_error(exc), **common)
     except ValueError as exc:
         return ResourceRecord(entries=(), display="", error=str(exc), **common)
-    display = ", ".join(e.path() for e, _ in entries) or (
-        f"topics/{model.spec.topic.name or '<default>'}" if isinstance(model, TopicQuota) else ""
-    )
-    extras: dict[str, Any] = {}
+    display = ", ".join(e.path() for e, _ in entries)
+    extras = {}
     if isinstance(model, ControllerMutationQuota):
         extras = {"rate": float(model.spec.rate), "expectedBurst": model.spec.expected_burst}
     return ResourceRecord(entries=entries, display=display, extras=extras, **common)

@@ -46,6 +46,7 @@ from kquota.domain.plan import (
 )
 from kquota.domain.status import Outcome, Reason, needs_write, render_cluster_status, render_status
 from kquota.domain.tenancy import denied
+from kquota.domain.topics import TopicLayout, allowance, client_quota
 from kquota.k8s.api import Kube, ObjectRef, SecretNotFound, gather_limited
 from kquota.k8s.ledger import LedgerStore
 from kquota.kafka.quotas import EntityAlteration, KafkaUnavailable, QuotaAdmin
@@ -57,6 +58,8 @@ from kquota.reconcile.settings import OperatorSettings
 log = logging.getLogger(__name__)
 
 Ledger = dict[Entity, dict[QuotaKey, float]]
+#: KIP-1010's proposed topic configs; a broker that has them can enforce topic budgets itself.
+KIP1010_CONFIGS = frozenset({"producer.byte.rate", "consumer.byte.rate"})
 
 
 class ClusterNotReady(Exception):
@@ -229,12 +232,13 @@ class ClusterReconciler:
         if self._ledger is None:
             self._ledger = await self.ledger_store.load()
         ledger = self._ledger
+        admin = self._admin_for(cfg)
+        records, outcomes, topic_extra = await self._expand_topic_quotas(admin, records)
 
-        outcomes: dict[str, Outcome] = {}
         claimers: list[ResourceRecord] = []
         entries: list[DesiredEntry] = []
         for rec in records:
-            if rec.deleting:
+            if rec.deleting or rec.ref.uid in outcomes:
                 continue
             if rec.error is not None:
                 outcomes[rec.ref.uid] = Outcome(Reason.INVALID_SPEC, rec.error)
@@ -254,7 +258,6 @@ class ClusterReconciler:
             entries.extend(DesiredEntry(rec.ref, rec.created, e, v) for e, v in rec.entries)
         claims = resolve_claims(entries)
 
-        admin = self._admin_for(cfg)
         live = await asyncio.to_thread(admin.describe_all)
         the_plan = plan(claims.desired, live, ledger, cfg.policy, cfg.protection)
 
@@ -334,6 +337,8 @@ class ClusterReconciler:
             outcome = self._outcome(rec, claims, live_after, problems)
             if rec.ref.kind == "ControllerMutationQuota":
                 outcome = self._with_burst(rec, outcome, windows)
+            elif rec.ref.kind == "TopicQuota":
+                outcome = self._with_topic_enforcement(rec, outcome, topic_extra.get(rec.ref.uid, {}))
             outcomes[rec.ref.uid] = outcome
         report.outcomes = outcomes
         report.status_writes = await self._write_statuses(records, outcomes)
@@ -415,6 +420,87 @@ class ClusterReconciler:
             windows[broker] = window_from_configs(configs)
         self._windows = (now, windows)
         return windows
+
+    async def _expand_topic_quotas(
+        self, admin: QuotaAdmin, records: list[ResourceRecord]
+    ) -> tuple[list[ResourceRecord], dict[str, Outcome], dict[str, dict[str, Any]]]:
+        """Turn TopicQuotas into client-quota entries (ClientQuotas mode) or final outcomes.
+
+        Reads the leader layout of every referenced topic on every pass, so a
+        leadership change is reflected within one drift interval.
+        """
+        outcomes: dict[str, Outcome] = {}
+        extra: dict[str, dict[str, Any]] = {}
+        topic_recs = [r for r in records if r.ref.kind == "TopicQuota" and not r.deleting and r.error is None]
+        if not topic_recs:
+            return records, outcomes, extra
+        names = sorted({r.extras["topic"] for r in topic_recs if r.extras["topic"]})
+        leaders = await asyncio.to_thread(admin.topic_leaders, names)
+        layouts = {t: TopicLayout.from_partition_leaders(p) for t, p in leaders.items() if p}
+        kip1010: bool | None = None
+        expanded: dict[str, ResourceRecord] = {}
+        for rec in topic_recs:
+            topic, mode, budget = rec.extras["topic"], rec.extras["enforcement"], rec.extras["budget"]
+            layout = layouts.get(topic) if topic else None
+            extra[rec.ref.uid] = {"allowance": allowance(budget, layout)} if layout else {}
+            missing = f"topic {topic!r} does not exist (yet)"
+            if mode == "ClientQuotas":
+                if layout is None:
+                    outcomes[rec.ref.uid] = Outcome(
+                        Reason.TOPIC_NOT_FOUND,
+                        f"{missing}: its clients' quotas are computed from its partition leaders",
+                        extra=extra[rec.ref.uid],
+                    )
+                    continue
+                entries = tuple(
+                    (entity, {k: client_quota(v, share, layout) for k, v in budget.items()})
+                    for entity, share in rec.extras["clients"]
+                )
+                expanded[rec.ref.uid] = dataclasses.replace(rec, entries=entries)
+            elif mode == "TopicConfig":
+                if kip1010 is None and layouts:
+                    probe = topic if topic in layouts else next(iter(layouts))
+                    kip1010 = bool(KIP1010_CONFIGS & await asyncio.to_thread(admin.topic_config_names, probe))
+                if kip1010 is None:
+                    outcomes[rec.ref.uid] = Outcome(Reason.TOPIC_NOT_FOUND, f"{missing}: cannot probe topic configs")
+                    continue
+                message = (
+                    "the brokers have no producer.byte.rate / consumer.byte.rate topic configs (KIP-1010 is not "
+                    "part of this Kafka); nothing was changed. Use enforcement ClientQuotas or Monitor."
+                    if not kip1010
+                    else "the brokers support KIP-1010 topic configs, but this kquota version does not write "
+                    "them yet; nothing was changed."
+                )
+                outcomes[rec.ref.uid] = Outcome(
+                    Reason.UNSUPPORTED_BY_BROKER,
+                    message,
+                    extra=extra[rec.ref.uid],
+                    extra_conditions=(("Enforced", "False", Reason.UNSUPPORTED_BY_BROKER.value, message),),
+                )
+            else:
+                note = "" if layout or not topic else f"; {missing}"
+                outcomes[rec.ref.uid] = Outcome(
+                    Reason.MONITORING,
+                    f"monitoring the topic against its budget (not enforced){note}",
+                    extra=extra[rec.ref.uid],
+                    fully_applied=True,
+                    extra_conditions=(("Enforced", "False", "MonitorOnly", "enforcement is Monitor"),),
+                )
+        return [expanded.get(r.ref.uid, r) for r in records], outcomes, extra
+
+    @staticmethod
+    def _with_topic_enforcement(rec: ResourceRecord, outcome: Outcome, extra: Mapping[str, Any]) -> Outcome:
+        clients = [
+            {"entity": entity.path(), **{k.value: v for k, v in values.items()}} for entity, values in rec.entries
+        ]
+        enforced = outcome.reason is Reason.APPLIED
+        condition = (
+            "Enforced",
+            "True" if enforced else "False",
+            "ClientQuotas" if enforced else outcome.reason.value,
+            "the budget is enforced through the clients' quotas" if enforced else outcome.message,
+        )
+        return dataclasses.replace(outcome, extra={**extra, "clients": clients}, extra_conditions=(condition,))
 
     @staticmethod
     def _with_burst(rec: ResourceRecord, outcome: Outcome, windows: Mapping[int, ControllerWindow]) -> Outcome:
