@@ -25,8 +25,8 @@ from kquota.api import (
 from kquota.api.status import Condition
 from kquota.crdgen import crd, model_schema
 from kquota.domain.desired import desired_entries, entity_of, topic_client_entries
-from kquota.domain.topics import TopicLayout
 from kquota.domain.entities import Entity, QuotaKey
+from kquota.domain.topics import TopicLayout
 
 pytestmark = pytest.mark.unit
 
