@@ -44,12 +44,14 @@ def _create_example_topics(bootstrap: str, examples: Path) -> None:
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
 
-    topics = sorted({
-        doc["spec"]["topic"]["name"]
-        for src in examples.glob("*.yaml")
-        for doc in yaml.safe_load_all(src.read_text())
-        if doc and doc.get("kind") == "TopicQuota" and doc["spec"]["topic"].get("name")
-    })
+    topics = sorted(
+        {
+            doc["spec"]["topic"]["name"]
+            for src in examples.glob("*.yaml")
+            for doc in yaml.safe_load_all(src.read_text())
+            if doc and doc.get("kind") == "TopicQuota" and doc["spec"]["topic"].get("name")
+        }
+    )
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
         admin.create_topics([NewTopic(t, 6, 1) for t in topics])
