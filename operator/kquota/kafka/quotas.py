@@ -435,7 +435,15 @@ class QuotaAdmin:
         detail = str(exc)
         if not detail.startswith(type(exc).__name__):
             detail = f"{type(exc).__name__}: {detail}"
-        return KafkaUnavailable(self._scrub(f"{what}: {s.bootstrap_servers} ({s.security_protocol}): {detail}"))
+        hint = ""
+        if s.sasl_mechanism and what.startswith("cannot connect"):
+            # kafka-python does not always surface a SASL refusal as such (the
+            # broker closes the socket): say what the likely causes are.
+            hint = (
+                f"; if the brokers are up, check the {s.sasl_mechanism} credentials of user "
+                f"{s.sasl_username!r} (possibly refused authentication)"
+            )
+        return KafkaUnavailable(self._scrub(f"{what}: {s.bootstrap_servers} ({s.security_protocol}): {detail}{hint}"))
 
     def _scrub(self, message: str) -> str:
         # Belt and braces: no kafka-python message is known to carry the

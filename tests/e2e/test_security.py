@@ -1,0 +1,231 @@
+"""Multi-tenancy and credentials, on the real API server and broker.
+
+* Teams write quotas in their own namespaces; the KafkaCluster's grants decide
+  which principals each namespace may manage. A team cannot raise another
+  team's limits, nor its own beyond its grant, nor edit the grant itself.
+* The operator reaches Kafka over SASL/SCRAM with credentials from a Secret,
+  never changes its own principal, and the password appears in no log, status
+  or event, even while it is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import uuid
+from typing import Any
+
+import pytest
+
+from kquota.domain.entities import Entity, QuotaKey
+from tests.e2e.conftest import Stack
+from tests.harness.operator_proc import LEDGER_NAMESPACE, apply, client_quota, condition, get, wait_for
+
+pytestmark = pytest.mark.e2e
+
+P = QuotaKey.PRODUCER_BYTE_RATE
+
+
+def uniq(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def cluster(name: str, bootstrap: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "kquota.io/v1alpha1",
+        "kind": "KafkaCluster",
+        "metadata": {"name": name},
+        "spec": {"bootstrapServers": bootstrap, **spec},
+    }
+
+
+def grant_quota_rbac(stack: Stack, namespace: str, user: str) -> None:
+    stack.kube.kubectl(
+        "create",
+        "role",
+        "quota-editor",
+        "-n",
+        namespace,
+        "--verb=get,list,create,update,patch,delete",
+        "--resource=clientquotas.kquota.io",
+    )
+    stack.kube.kubectl(
+        "create", "rolebinding", "quota-editor", "-n", namespace, "--role=quota-editor", f"--user={user}"
+    )
+
+
+def apply_as(stack: Stack, identity: str, obj: dict[str, Any]) -> Any:
+    return stack.kube.kubectl(
+        "apply", "-f", "-", input=json.dumps(obj), check=False, token=stack.kube.token_for(identity)
+    )
+
+
+def reason(stack: Stack, ns: str, name: str) -> str:
+    return str(condition(get(stack.kube, "clientquota", ns, name)).get("reason", ""))
+
+
+def test_teams_manage_only_the_principals_granted_to_their_namespace(stack: Stack) -> None:
+    ns_a, ns_b = stack.kube.create_namespace("team-a"), stack.kube.create_namespace("team-b")
+    name = uniq("tenants")
+    stack.kube.kubectl(
+        "apply",
+        "-f",
+        "-",
+        input=json.dumps(
+            cluster(
+                name,
+                stack.kafka.bootstrap,
+                tenancy={
+                    "grants": [
+                        {"namespaces": [ns_a], "users": ["team-a-*"], "clientIds": ["a-*"]},
+                        {"namespaces": [ns_b], "users": ["team-b-*"]},
+                    ]
+                },
+            )
+        ),
+    )
+    grant_quota_rbac(stack, ns_a, "team-a")
+    grant_quota_rbac(stack, ns_b, "team-b")
+    own, other = uniq("team-a-app"), uniq("team-b-app")
+
+    assert (
+        apply_as(
+            stack,
+            "team-a",
+            client_quota(ns_a, "own", {"user": {"name": own}}, {"producerByteRate": 1000}, cluster=name),
+        ).returncode
+        == 0
+    )
+    wait_for(lambda: reason(stack, ns_a, "own") == "Applied", 30, "team-a's own quota applied")
+    assert stack.broker_quotas()[Entity.for_user(own)] == {P: 1000.0}
+
+    # Raising another team's limit from one's own namespace: refused by kquota.
+    assert (
+        apply_as(
+            stack,
+            "team-a",
+            client_quota(ns_a, "theirs", {"user": {"name": other}}, {"producerByteRate": 10**9}, cluster=name),
+        ).returncode
+        == 0
+    )
+    wait_for(lambda: reason(stack, ns_a, "theirs") == "NotPermitted", 30, "NotPermitted")
+    assert other in condition(get(stack.kube, "clientquota", ns_a, "theirs"))["message"]
+    # A default entity raises everyone's limit: not granted to team-a.
+    assert (
+        apply_as(
+            stack,
+            "team-a",
+            client_quota(ns_a, "everyone", {"user": {"default": True}}, {"producerByteRate": 10**9}, cluster=name),
+        ).returncode
+        == 0
+    )
+    wait_for(lambda: reason(stack, ns_a, "everyone") == "NotPermitted", 30, "default entity NotPermitted")
+    live = stack.broker_quotas()
+    assert Entity.for_user(other) not in live and live.get(Entity.for_user(None), {}).get(P) != 10**9
+
+    # Writing in the other team's namespace, or widening the grant: refused by the API server.
+    denied = apply_as(
+        stack,
+        "team-a",
+        client_quota(ns_b, "sneak", {"user": {"name": other}}, {"producerByteRate": 10**9}, cluster=name),
+    )
+    assert denied.returncode != 0 and "forbidden" in denied.stderr.lower()
+    widen = stack.kube.kubectl(
+        "patch",
+        "kafkacluster",
+        name,
+        "--type=merge",
+        "-p",
+        '{"spec": {"tenancy": null}}',
+        check=False,
+        token=stack.kube.token_for("team-a"),
+    )
+    assert widen.returncode != 0 and "forbidden" in widen.stderr.lower()
+
+    # The grant owner (team-b) can set it.
+    assert (
+        apply_as(
+            stack,
+            "team-b",
+            client_quota(ns_b, "theirs", {"user": {"name": other}}, {"producerByteRate": 2000}, cluster=name),
+        ).returncode
+        == 0
+    )
+    wait_for(lambda: stack.broker_quotas().get(Entity.for_user(other)) == {P: 2000.0}, 30, "team-b's quota applied")
+    stack.kube.kubectl("delete", "kafkacluster", name, "--timeout=30s")
+
+
+def test_sasl_credentials_from_a_secret_never_leak(stack: Stack) -> None:
+    op_user = uniq("kquota-op")
+    password = f"S3cret-{secrets.token_hex(12)}"
+    stack.kafka.create_scram_user(op_user, password, mechanism="SCRAM-SHA-512")
+    secret = uniq("kafka-creds")
+    stack.kube.kubectl(
+        "create",
+        "secret",
+        "generic",
+        secret,
+        "-n",
+        LEDGER_NAMESPACE,
+        f"--from-literal=username={op_user}",
+        f"--from-literal=password={password}",
+    )
+    name = uniq("secure")
+    sasl = {
+        "protocol": "SASL_PLAINTEXT",
+        "sasl": {"mechanism": "SCRAM-SHA-512", "credentialsSecretRef": {"namespace": LEDGER_NAMESPACE, "name": secret}},
+    }
+    stack.kube.kubectl("apply", "-f", "-", input=json.dumps(cluster(name, stack.kafka.sasl_bootstrap, security=sasl)))
+    ns = stack.new_namespace()
+    target = uniq("app")
+    apply(
+        stack.kube,
+        client_quota(ns, "app", {"user": {"name": target}}, {"producerByteRate": 4096}, cluster=name),
+        client_quota(ns, "self", {"user": {"name": op_user}}, {"producerByteRate": 1}, cluster=name),
+    )
+    wait_for(lambda: reason(stack, ns, "app") == "Applied", 30, "quota applied over SASL/SCRAM")
+    assert stack.broker_quotas()[Entity.for_user(target)] == {P: 4096.0}
+    wait_for(lambda: reason(stack, ns, "self") == "Protected", 30, "the operator's own principal is protected")
+    assert Entity.for_user(op_user) not in stack.broker_quotas()
+
+    # A wrong password: a clear status, and the (wrong) password nowhere.
+    wrong = f"Wr0ng-{secrets.token_hex(12)}"
+    stack.kube.kubectl(
+        "patch",
+        "secret",
+        secret,
+        "-n",
+        LEDGER_NAMESPACE,
+        "--type=merge",
+        "-p",
+        json.dumps({"stringData": {"password": wrong}}),
+    )
+    apply(stack.kube, client_quota(ns, "app", {"user": {"name": target}}, {"producerByteRate": 8192}, cluster=name))
+    wait_for(lambda: reason(stack, ns, "app") == "KafkaUnavailable", 60, "KafkaUnavailable with a wrong password")
+    message = condition(get(stack.kube, "clientquota", ns, "app"))["message"]
+    assert "authentication" in message.lower() and op_user in message
+
+    # Put it right: recovers on its own.
+    stack.kube.kubectl(
+        "patch",
+        "secret",
+        secret,
+        "-n",
+        LEDGER_NAMESPACE,
+        "--type=merge",
+        "-p",
+        json.dumps({"stringData": {"password": password}}),
+    )
+    wait_for(lambda: stack.broker_quotas().get(Entity.for_user(target)) == {P: 8192.0}, 90, "recovery")
+
+    everything = "\n".join(
+        [
+            stack.operator.log(),
+            stack.kube.kubectl("get", "kquota", "-A", "-o", "json").stdout,
+            stack.kube.kubectl("get", "events", "-A", "-o", "json").stdout,
+            stack.kube.kubectl("get", "configmaps", "-n", LEDGER_NAMESPACE, "-o", "json").stdout,
+        ]
+    )
+    for leaked in (password, wrong):
+        assert leaked not in everything, "a password appears in logs, status, events or the ledger"
+    stack.kube.kubectl("delete", "kafkacluster", name, "--timeout=30s")
