@@ -1,11 +1,51 @@
-"""The ``kquota`` command: operator, plan, explain, export, validate."""
+"""The ``kquota`` command: operator, plan, explain, export, validate, completion (and advise, collect).
+
+Each subcommand lives in its own module with an ``add_parser`` and a
+``run``; heavy imports (Kopf, the Kubernetes client, Spark) happen only in
+the subcommand that needs them, so ``kquota validate`` in a pre-commit hook
+starts fast.
+
+Exit codes: 0 success, 1 error (usage errors too: argparse's usual 2 would
+read as "changes" to a CI step running ``kquota plan``), 2 from ``plan``
+when there are changes.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any, Final, NoReturn
 
 from kquota import __version__
+
+DESCRIPTION: Final = """\
+Kafka quotas as Kubernetes resources.
+
+commands for a desk and for CI:
+  validate   check manifests offline, with the API server's messages
+  plan       what applying manifests would change on the brokers (exit 2 when something would)
+  explain    the effective quota of a client, key by key, and who set it
+  export     every live quota as manifests: the migration from kafka-configs
+"""
+
+EPILOG: Final = """\
+examples:
+  kquota validate -f quotas/
+  kquota plan -f quotas/ --cluster prod
+  kquota explain --user alice --client-id billing --cluster prod
+  kquota export --bootstrap-server kafka:9092 --out quotas/ --namespace kafka-quotas
+  source <(kquota completion bash)
+
+Run `kquota COMMAND --help` for a command's options. Documentation: docs/cli.md.
+"""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with usage errors exiting 1, so exit code 2 keeps meaning "plan has changes"."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(1, f"{self.prog}: error: {message}\n")
 
 
 def _operator(args: argparse.Namespace) -> int:
@@ -30,9 +70,10 @@ def _operator(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="kquota",
-        description="Kafka quotas as Kubernetes resources.",
+        description=DESCRIPTION,
+        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"kquota {__version__}")
@@ -55,7 +96,32 @@ def build_parser() -> argparse.ArgumentParser:
     op.add_argument("--watch-namespace", action="append", help="only watch this namespace (repeatable; default all)")
     op.add_argument("-v", "--verbose", action="store_true")
     op.set_defaults(func=_operator)
+
+    from kquota.cli import completion, explain, export, plan, validate
+
+    validate.add_parser(sub)
+    plan.add_parser(sub)
+    explain.add_parser(sub)
+    export.add_parser(sub)
+    add_advisor_subcommands(sub)
+    # Last, so the completion scripts it prints include every other subcommand.
+    completion.add_parser(sub, parser)
     return parser
+
+
+def add_advisor_subcommands(sub: Any) -> None:
+    """Hook for the quota advisor's ``advise`` and ``collect`` (``kquota.advisor.cli.add_subcommands``).
+
+    The advisor may be absent from a build (it is developed separately and
+    needs Spark only when run); the CLI works without it.
+    """
+    try:
+        from kquota.advisor.cli import add_subcommands
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("kquota.advisor", "kquota.advisor.cli"):
+            raise
+        return
+    add_subcommands(sub)
 
 
 def main(argv: list[str] | None = None) -> int:

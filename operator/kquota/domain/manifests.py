@@ -111,6 +111,7 @@ def quantity(n: int) -> int | str:
 
 def whole(value: float) -> int | None:
     """``value`` as an int when it is a whole number kquota's API can carry, else None."""
+    value = float(value)
     if not math.isfinite(value) or not value.is_integer() or not 1 <= value <= MAX_EXACT_INTEGER:
         return None
     return int(value)

@@ -1,0 +1,430 @@
+"""``kquota plan``: what applying these manifests would change on the brokers, changing nothing.
+
+The answer is the operator's own: the same claim resolution (older resource
+wins a key), the same planner (:func:`kquota.domain.plan.plan`), the same
+ownership ledger, policy and protected principals. With ``--cluster`` the
+manifests are laid over the quota resources already in the Kubernetes
+cluster (same kind, namespace and name replaces, as ``kubectl apply``
+would), so the plan is exactly what the operator would do after the apply,
+including removing keys it owns that no resource sets any more.
+
+Without ``--cluster`` there is no ledger: nothing counts as owned, keys the
+manifests do not set are listed as left alone, and removals are not
+computed. The output says so.
+
+Exit codes, for CI: 0 no change to the brokers, 2 changes, 1 error
+(including a change the brokers reject under ``--broker-validate``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Final
+
+from kquota.cli import common
+from kquota.cli.connect import Quotas, Target, TargetError, add_connection_args, broker_validate, load_target, read_live
+from kquota.cli.sources import Claimant, SourceError, load_claimants, with_topic_layouts
+from kquota.cli.term import Cell, Term, safe, value_text
+from kquota.domain.entities import Entity, QuotaKey
+from kquota.domain.plan import (
+    ClaimResolution,
+    DesiredEntry,
+    Plan,
+    Protection,
+    ResourceRef,
+    UnmanagedPolicy,
+    plan,
+    resolve_claims,
+)
+from kquota.domain.tenancy import Grant, denied
+from kquota.kafka.quotas import EntityAlteration
+from kquota.kafka.quotas import QuotaOp as AdapterOp
+
+EPILOG: Final = """\
+examples:
+  kquota plan -f quotas/ --cluster prod                 # with the ownership ledger, via your kubeconfig
+  kquota plan -f quotas/ --cluster prod --bootstrap-server localhost:9092   # through a port-forward
+  kquota plan -f alice.yaml --bootstrap-server kafka:9092 --command-config admin.properties
+  kquota plan -f quotas/ --cluster prod --broker-validate -o json
+
+exit codes: 0 no change to the brokers, 2 changes, 1 error.
+"""
+
+
+class Action(enum.StrEnum):
+    ADD = "add"
+    CHANGE = "change"
+    REMOVE = "remove"
+    #: Already at the desired value; kquota records ownership without touching the broker.
+    OWN = "own"
+    UNMANAGED = "unmanaged"
+    PROTECTED = "protected"
+
+
+CHANGING: Final = frozenset({Action.ADD, Action.CHANGE, Action.REMOVE})
+STYLES: Final = {
+    Action.ADD: "green",
+    Action.CHANGE: "yellow",
+    Action.REMOVE: "red",
+    Action.OWN: "cyan",
+    Action.UNMANAGED: "dim",
+    Action.PROTECTED: "magenta",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One line of the plan: an entity's key and what happens to it."""
+
+    action: Action
+    entity: Entity
+    key: QuotaKey | None
+    live: float | None = None
+    desired: float | None = None
+    source: ResourceRef | None = None
+    note: str = ""
+
+
+@dataclass(slots=True)
+class Report:
+    """Everything ``kquota plan`` prints."""
+
+    target: str
+    ledger: str | None
+    rows: list[Row] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    #: Entity path -> the broker's complaint, from --broker-validate.
+    rejected: dict[str, str] = field(default_factory=dict)
+    validated: bool = False
+
+    @property
+    def changes(self) -> list[Row]:
+        return [r for r in self.rows if r.action in CHANGING]
+
+    def exit_code(self) -> int:
+        if self.rejected:
+            return common.ERROR
+        return common.CHANGES if self.changes else common.OK
+
+
+# --- pure parts --------------------------------------------------------------------
+
+
+def overlay(existing: Sequence[Claimant], manifests: Sequence[Claimant]) -> list[Claimant]:
+    """The resources after ``kubectl apply`` of ``manifests``: same kind/namespace/name replaces."""
+
+    def key(c: Claimant) -> tuple[str, str, str]:
+        return (c.ref.kind, c.ref.namespace, c.ref.name)
+
+    incoming = {key(c): c for c in manifests}
+    out = [c for c in existing if key(c) not in incoming]
+    by_key = {key(c): c for c in existing}
+    for k, c in incoming.items():
+        old = by_key.get(k)
+        # An updated resource keeps its age, which decides conflicts; a new one is the youngest.
+        out.append(c if old is None else replace(c, ref=old.ref, created=old.created))
+    return out
+
+
+def select(
+    claimants: Sequence[Claimant],
+    cluster: str | None,
+    grants: tuple[Grant, ...] | None,
+    protection: Protection,
+) -> tuple[list[DesiredEntry], list[str]]:
+    """The entries the operator would act on, and a note for each resource it would not act on."""
+    entries: list[DesiredEntry] = []
+    notes: list[str] = []
+    for c in sorted(claimants, key=lambda c: (c.ref.kind, c.ref.namespace, c.ref.name)):
+        if cluster is not None and c.cluster != cluster:
+            notes.append(f"{c.ref}: targets cluster {c.cluster}, not {cluster}; not planned")
+            continue
+        if c.skipped:
+            notes.append(f"{c.ref}: {c.skipped}; sets nothing")
+            continue
+        entities = [e for e, _ in c.entries]
+        why = denied(c.ref.namespace, entities, grants)
+        if why is not None:
+            notes.append(f"{c.ref}: not permitted: {why}; sets nothing")
+            continue
+        guarded = [e for e in entities if protection.covers(e)]
+        if guarded:
+            notes.append(f"{c.ref}: {guarded[0].path()} names a protected principal; sets nothing")
+            continue
+        entries.extend(DesiredEntry(c.ref, c.created, e, v) for e, v in c.entries)
+    if cluster is None:
+        clusters = sorted({c.cluster for c in claimants if not c.skipped})
+        if len(clusters) > 1:
+            notes.append(
+                f"the manifests target several clusters ({', '.join(clusters)}); all are compared with "
+                "these brokers: pass --cluster to plan one"
+            )
+    return entries, notes
+
+
+def conflict_notes(claims: ClaimResolution) -> list[str]:
+    out = []
+    for loser, infos in sorted(claims.conflicts.items(), key=lambda item: str(item[0])):
+        for info in infos:
+            out.append(
+                f"{loser}: {info.key.value} on {info.entity.path()} is set by {info.winner} "
+                "(the older resource wins); this resource does not set it"
+            )
+    return out
+
+
+def rows_of(the_plan: Plan, claims: ClaimResolution, live: Quotas, ledger: Quotas | None) -> list[Row]:
+    """The plan as rows, sorted by entity then key."""
+    owned = ledger or {}
+    drift = {(d.entity, d.key) for d in the_plan.drift}
+    rows: list[Row] = []
+    touched: set[tuple[Entity, QuotaKey]] = set()
+    for change in the_plan.changes:
+        have = live.get(change.entity, {})
+        for op in change.ops:
+            touched.add((change.entity, op.key))
+            holder = claims.holders.get((change.entity, op.key))
+            old = have.get(op.key)
+            if op.value is None:
+                note = (
+                    "owned by kquota; no resource sets it any more"
+                    if op.key in owned.get(change.entity, {})
+                    else "unmanaged policy Adopt: no resource sets it"
+                )
+                rows.append(Row(Action.REMOVE, change.entity, op.key, old, None, None, note))
+                continue
+            if old is None:
+                rows.append(Row(Action.ADD, change.entity, op.key, None, op.value, holder))
+                continue
+            if (change.entity, op.key) in drift:
+                note = "changed outside kquota; restored"
+            elif ledger is not None and op.key not in owned.get(change.entity, {}):
+                note = "takes over a value set outside kquota"
+            else:
+                note = ""
+            rows.append(Row(Action.CHANGE, change.entity, op.key, old, op.value, holder, note))
+    if ledger is not None:
+        for entity, values in the_plan.record.items():
+            for key, value in values.items():
+                if (entity, key) in touched:
+                    continue
+                holder = claims.holders.get((entity, key))
+                rows.append(Row(Action.OWN, entity, key, value, value, holder, "already set; kquota takes ownership"))
+    for entity, values in the_plan.unmanaged.items():
+        for key, value in values.items():
+            note = "set outside kquota; left alone" if ledger is not None else "not in the manifests; left alone"
+            rows.append(Row(Action.UNMANAGED, entity, key, value, None, None, note))
+    for entity in the_plan.protected:
+        rows.append(Row(Action.PROTECTED, entity, None, None, None, None, "protected principal; never changed"))
+    order = list(QuotaKey)
+    rows.sort(key=lambda r: (r.entity.sort_key(), order.index(r.key) if r.key else -1, r.action.value))
+    return rows
+
+
+def topics_of(*groups: Sequence[Claimant] | None) -> list[str]:
+    """The topics whose leader layout the TopicQuotas among the claimants need."""
+    return sorted({c.topic for group in groups for c in group or [] if c.topic})
+
+
+def make_report(
+    target: Target,
+    manifests: Sequence[Claimant],
+    live: Quotas,
+    globs: Sequence[str] | None = None,
+    leaders: Mapping[str, Mapping[int, int]] | None = None,
+) -> tuple[Report, Plan]:
+    """The plan of ``manifests`` against ``target`` and its live quotas (pure: everything is already read).
+
+    ``leaders`` is the live leader layout of the topics TopicQuotas name.
+    """
+    known = target.claimants is not None
+    claimants = overlay(target.claimants or [], manifests) if known else list(manifests)
+    claimants = with_topic_layouts(claimants, leaders or {})
+    entries, notes = select(claimants, target.cluster, target.grants, target.protection)
+    claims = resolve_claims(entries)
+    policy = target.policy if target.ledger is not None else UnmanagedPolicy.IGNORE
+    the_plan = plan(claims.desired, live, target.ledger or {}, policy, target.protection)
+    rows = [r for r in rows_of(the_plan, claims, live, target.ledger) if common.entity_selected(r.entity, globs)]
+    if target.ledger is None:
+        ledger_text = None
+        notes.insert(
+            0,
+            "no ownership ledger (no --cluster): nothing counts as owned by kquota, so removals are not computed "
+            "and keys the manifests do not set are only listed",
+        )
+    else:
+        owned = sum(len(v) for v in target.ledger.values())
+        ledger_text = f"{common.plural(owned, 'key')} owned (namespace {target.ledger_namespace})"
+        if target.policy is UnmanagedPolicy.ADOPT:
+            notes.append("unmanaged policy Adopt: keys no resource sets are removed")
+    notes.extend(conflict_notes(claims))
+    return Report(target.describe(), ledger_text, rows, notes), the_plan
+
+
+def alterations(report: Report, the_plan: Plan) -> list[EntityAlteration]:
+    """The broker requests for the changes shown (whole entities, as the operator sends them)."""
+    shown = {r.entity for r in report.changes}
+    return [
+        EntityAlteration(c.entity, tuple(AdapterOp(op.key, op.value) for op in c.ops))
+        for c in the_plan.changes
+        if c.entity in shown
+    ]
+
+
+# --- output ------------------------------------------------------------------------
+
+
+def summary(report: Report) -> str:
+    counts = {a: sum(1 for r in report.rows if r.action is a) for a in Action}
+    if not report.changes:
+        text = "No changes: the brokers already match."
+    else:
+        entities = len({r.entity for r in report.changes})
+        text = (
+            f"Plan: {counts[Action.ADD]} to add, {counts[Action.CHANGE]} to change, {counts[Action.REMOVE]} to remove "
+            f"on {common.plural(entities, 'entity', 'entities')}."
+        )
+    extra = []
+    if counts[Action.OWN]:
+        extra.append(f"{common.plural(counts[Action.OWN], 'key')} already set become owned by kquota")
+    if counts[Action.UNMANAGED]:
+        extra.append(f"{common.plural(counts[Action.UNMANAGED], 'unmanaged key')} left alone")
+    if counts[Action.PROTECTED]:
+        extra.append(f"{common.plural(counts[Action.PROTECTED], 'protected entity', 'protected entities')} skipped")
+    return text + (" " + "; ".join(extra) + "." if extra else "")
+
+
+def render_text(report: Report, t: Term) -> None:
+    t.write(f"Plan for {safe(report.target)}", "bold")
+    t.write(f"ownership ledger: {report.ledger}" if report.ledger else "ownership ledger: not available")
+    if report.rows:
+        t.write()
+        table: list[list[Cell]] = []
+        for r in report.rows:
+            key = r.key.value if r.key else "*"
+            source = str(r.source) if r.source else ""
+            if r.note:
+                source = f"{source} ({r.note})" if source else r.note
+            rejected = report.rejected.get(r.entity.path())
+            if rejected and r.action in CHANGING:
+                source = f"REJECTED by the broker: {rejected}"
+            live = value_text(r.key, r.live) if r.key else "-"
+            desired = value_text(r.key, r.desired) if r.key else "-"
+            table.append([(r.action.value, STYLES[r.action]), r.entity.path(), key, live, desired, source])
+        t.table(["ACTION", "ENTITY", "KEY", "LIVE", "DESIRED", "SOURCE"], table)
+    common.bullet_list(t, "Notes:", report.notes)
+    if report.validated:
+        t.write()
+        if report.rejected:
+            t.write(f"The brokers reject {common.plural(len(report.rejected), 'entity', 'entities')}.", "red bold")
+        else:
+            t.write("The brokers accept every change (validate only, nothing written).", "green")
+    t.write()
+    t.write(summary(report), "bold")
+
+
+def to_json(report: Report) -> dict[str, Any]:
+    return {
+        "target": report.target,
+        "ledger": report.ledger,
+        "changes": len(report.changes),
+        "rows": [
+            {
+                "action": r.action.value,
+                "entity": common.entity_json(r.entity),
+                "key": r.key.value if r.key else None,
+                "live": r.live,
+                "desired": r.desired,
+                "resource": common.ref_json(r.source),
+                "note": r.note,
+            }
+            for r in report.rows
+        ],
+        "notes": report.notes,
+        "brokerValidation": (
+            {"rejected": [{"entity": e, "message": m} for e, m in sorted(report.rejected.items())]}
+            if report.validated
+            else None
+        ),
+        "summary": summary(report),
+    }
+
+
+# --- command -----------------------------------------------------------------------
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "plan",
+        help="show what applying manifests would change on the brokers (changes nothing)",
+        description=common.paragraph(
+            "Compare quota manifests with the brokers' live quotas, as the operator would after "
+            "`kubectl apply`: per entity and key, what would be added, changed or removed, and what kquota "
+            "leaves alone because it does not own it. Nothing is changed."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "-f", "--filename", action="append", required=True, metavar="PATH", help="file, directory or - (repeatable)"
+    )
+    p.add_argument("-R", "--recursive", action="store_true", help="read directories recursively")
+    p.add_argument(
+        "-n", "--namespace", default="default", help="namespace of manifests that name none (default %(default)s)"
+    )
+    p.add_argument(
+        "--broker-validate",
+        action="store_true",
+        help="also send the changes to the brokers with validate_only, so they check them without applying",
+    )
+    common.add_entity_filter(p)
+    add_connection_args(p, "KafkaCluster to plan against; reads its ownership ledger and resources via kubeconfig")
+    common.add_output_args(p)
+    p.set_defaults(func=run)
+
+
+def load_manifests(args: argparse.Namespace) -> list[Claimant] | None:
+    """The claims of ``-f`` manifests; None (errors printed) when any is invalid."""
+    try:
+        claims, invalid = load_claimants(
+            args.filename or [], args.recursive, args.namespace, args.default_cluster, common.now_rfc3339()
+        )
+    except SourceError as exc:
+        common.error(str(exc))
+        return None
+    for c in invalid:
+        common.error(f"{c.doc.origin}: {c.error}")
+    return None if invalid else claims
+
+
+def run(args: argparse.Namespace) -> int:
+    manifests = load_manifests(args)
+    if manifests is None:
+        return common.ERROR
+    try:
+        target = asyncio.run(load_target(args))
+        live, leaders = read_live(target.connection, topics_of(manifests, target.claimants))
+    except TargetError as exc:
+        return common.error(str(exc))
+    report, the_plan = make_report(target, manifests, live, args.entity, leaders)
+    if args.broker_validate:
+        try:
+            results = broker_validate(target.connection, alterations(report, the_plan))
+        except TargetError as exc:
+            return common.error(str(exc))
+        report.validated = True
+        report.rejected = {
+            r.entity.path(): f"{r.error_name}: {r.error_message or 'no message'}" for r in results if not r.ok
+        }
+    if args.output == "json":
+        common.dump_json(to_json(report))
+    else:
+        render_text(report, common.term(args))
+    return report.exit_code()
+
+
+__all__ = ["Action", "Report", "Row", "make_report", "overlay", "rows_of", "run", "select"]

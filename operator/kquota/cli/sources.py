@@ -1,0 +1,260 @@
+"""Manifests from files, directories or stdin, validated and turned into quota claims.
+
+Shared by ``kquota validate``, ``plan`` and ``explain``. A file may hold
+several YAML (or JSON) documents and ``kind: List`` objects, as ``kubectl
+apply -f`` accepts. Documents of other API groups (a Deployment next to the
+quotas) are skipped, not errors; anything in the ``kquota.io`` group or of a
+kquota kind goes through :func:`kquota.api.parse_manifest`, so a misspelt
+apiVersion is reported with the API server's message rather than ignored.
+
+:class:`Claimant` is the CLI's view of one quota resource: what it asks for
+on which cluster, or why it asks for nothing. It is built the same way the
+operator builds its records (:mod:`kquota.reconcile.build`), without
+importing the Kubernetes client, so offline commands start fast.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+from pydantic import ValidationError
+
+from kquota.api.clientquota import ClientQuota
+from kquota.api.controllermutationquota import ControllerMutationQuota
+from kquota.api.manifest import KINDS, ManifestError, parse_manifest
+from kquota.api.resource import GROUP, Resource
+from kquota.api.topicquota import TopicQuota
+from kquota.domain.desired import desired_entries
+from kquota.domain.entities import Entity, QuotaKey
+from kquota.domain.plan import ResourceRef
+from kquota.domain.topics import TopicLayout
+
+SUFFIXES: Final = (".yaml", ".yml", ".json")
+#: The quota kinds the operator reconciles and their plurals: the same as
+#: ``kquota.reconcile.build.QUOTA_KINDS`` (a unit test keeps them equal), repeated
+#: here so that offline commands do not import the Kubernetes client.
+PLURALS: Final = {
+    "ClientQuota": "clientquotas",
+    "ControllerMutationQuota": "controllermutationquotas",
+    "TopicQuota": "topicquotas",
+}
+
+
+class SourceError(Exception):
+    """A path that cannot be read or a document that is not YAML."""
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """One YAML document and where it came from (``file.yaml``, ``file.yaml#2`` for the second)."""
+
+    origin: str
+    body: Any
+
+
+def _files(path: Path, recursive: bool) -> list[Path]:
+    if path.is_dir():
+        found = path.rglob("*") if recursive else path.iterdir()
+        return sorted(p for p in found if p.is_file() and p.suffix.lower() in SUFFIXES)
+    if path.exists():
+        return [path]
+    raise SourceError(f"{path}: no such file or directory")
+
+
+def _documents(text: str, origin: str) -> Iterator[Document]:
+    try:
+        bodies = [b for b in yaml.safe_load_all(text) if b is not None]
+    except yaml.YAMLError as exc:
+        raise SourceError(f"{origin}: not valid YAML: {exc}") from None
+    many = len(bodies) > 1
+    for i, body in enumerate(bodies, 1):
+        where = f"{origin}#{i}" if many else origin
+        if isinstance(body, Mapping) and body.get("kind") == "List" and isinstance(body.get("items"), list):
+            for j, item in enumerate(body["items"], 1):
+                yield Document(f"{where}[{j}]", item)
+        else:
+            yield Document(where, body)
+
+
+def read_documents(paths: Iterable[str], recursive: bool = False) -> list[Document]:
+    """Every document under ``paths`` (``-`` is stdin), in a stable order."""
+    out: list[Document] = []
+    for raw in paths:
+        if raw == "-":
+            out.extend(_documents(sys.stdin.read(), "<stdin>"))
+            continue
+        for file in _files(Path(raw), recursive):
+            try:
+                text = file.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise SourceError(f"{file}: cannot read: {exc}") from None
+            out.extend(_documents(text, str(file)))
+    return out
+
+
+def is_kquota(body: Any) -> bool:
+    """Whether a document is meant as a kquota resource (and so must be valid)."""
+    if not isinstance(body, Mapping):
+        return True  # not a Kubernetes object at all: parse_manifest says so
+    api_version = body.get("apiVersion")
+    group = api_version.split("/", 1)[0] if isinstance(api_version, str) and "/" in api_version else ""
+    return group == GROUP or body.get("kind") in KINDS or not isinstance(api_version, str)
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """A kquota document after validation: the resource, or the admission-style error."""
+
+    doc: Document
+    resource: Resource | None
+    error: ManifestError | None
+
+
+def key_of(resource: Resource, default_namespace: str) -> tuple[str, str, str]:
+    scoped = resource.crd.scope == "Namespaced"
+    return (
+        resource.crd.kind,
+        (resource.metadata.namespace or default_namespace) if scoped else "",
+        resource.metadata.name or "",
+    )
+
+
+def validate_documents(docs: Iterable[Document], default_namespace: str = "default") -> tuple[list[Checked], int]:
+    """Validate every kquota document; returns the results and how many documents were skipped.
+
+    A second object with the same kind, namespace and name is an error: applying
+    both would silently keep only the last.
+    """
+    checked: list[Checked] = []
+    skipped = 0
+    seen: dict[tuple[str, str, str], str] = {}
+    for doc in docs:
+        if not is_kquota(doc.body):
+            skipped += 1
+            continue
+        try:
+            resource = parse_manifest(doc.body)
+        except ManifestError as exc:
+            checked.append(Checked(doc, None, exc))
+            continue
+        key = key_of(resource, default_namespace)
+        first = seen.setdefault(key, doc.origin)
+        if first != doc.origin:
+            name = resource.metadata.name or ""
+            problem = f"metadata.name: Duplicate value: {name!r} is also defined in {first}"
+            checked.append(Checked(doc, None, ManifestError(resource.crd.kind, name, [problem])))
+            continue
+        checked.append(Checked(doc, resource, None))
+    return checked, skipped
+
+
+@dataclass(frozen=True, slots=True)
+class Claimant:
+    """One quota resource as the planner sees it: the entries it asks for on a cluster, or why none."""
+
+    ref: ResourceRef
+    #: RFC 3339 creation time: the older resource wins a key both claim.
+    created: str
+    #: The KafkaCluster it targets (its clusterRef, or the operator's default cluster).
+    cluster: str
+    entries: tuple[tuple[Entity, Mapping[QuotaKey, float]], ...]
+    #: Why the resource asks for nothing (an invalid spec, a topic that does not exist).
+    skipped: str | None = None
+    #: A TopicQuota enforced through client quotas: its entries depend on the topic's live
+    #: leader layout and are filled in by :func:`with_topic_layouts`.
+    topic_quota: TopicQuota | None = None
+
+    @property
+    def topic(self) -> str | None:
+        tq = self.topic_quota
+        return None if tq is None or tq.spec.topic.default else tq.spec.topic.name
+
+
+def claimant(
+    resource: Resource, default_namespace: str, default_cluster: str, created: str, uid: str = ""
+) -> Claimant | None:
+    """The claim of a parsed resource; None for kinds that are not quotas (KafkaCluster)."""
+    if not isinstance(resource, ClientQuota | ControllerMutationQuota | TopicQuota):
+        return None
+    kind = resource.crd.kind
+    ref = ResourceRef(kind, resource.metadata.namespace or default_namespace, resource.metadata.name or "", uid)
+    cluster = resource.spec.cluster_ref or default_cluster
+    if isinstance(resource, TopicQuota):
+        # Monitor and TopicConfig budgets set no client quotas; ClientQuotas ones wait for the layout.
+        enforced = resource.spec.enforcement == "ClientQuotas"
+        return Claimant(ref, created, cluster, (), None, resource if enforced else None)
+    try:
+        entries = tuple(desired_entries(resource))
+    except ValueError as exc:
+        return Claimant(ref, created, cluster, (), f"invalid spec: {exc}")
+    return Claimant(ref, created, cluster, entries)
+
+
+def claimant_from_object(kind: str, body: Mapping[str, Any], default_cluster: str) -> Claimant:
+    """The claim of an object read from the API server (admitted, so normally valid).
+
+    Like the operator's ``record_from_body``: a spec that the models reject
+    (an older CRD let it in) makes a claimant that asks for nothing.
+    """
+    meta = body.get("metadata") or {}
+    spec = body.get("spec") or {}
+    ref = ResourceRef(kind, meta.get("namespace") or "", meta.get("name", ""), meta.get("uid", ""))
+    created = str(meta.get("creationTimestamp") or "")
+    cluster = spec.get("clusterRef") or default_cluster
+    try:
+        model = KINDS[kind].model_validate(
+            {"apiVersion": body.get("apiVersion"), "kind": kind, "metadata": dict(meta), "spec": dict(spec)}
+        )
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err.get("loc", ()))
+        return Claimant(ref, created, cluster, (), f"invalid spec: {where}: {err.get('msg', 'invalid')}")
+    found = claimant(model, ref.namespace, default_cluster, created, ref.uid)
+    assert found is not None  # kind is a quota kind
+    return found
+
+
+def load_claimants(
+    paths: Iterable[str], recursive: bool, namespace: str, default_cluster: str, created: str
+) -> tuple[list[Claimant], list[Checked]]:
+    """The claims of the manifests under ``paths``, and the invalid documents (raises SourceError)."""
+    checked, _ = validate_documents(read_documents(paths, recursive), namespace)
+    invalid = [c for c in checked if c.error is not None]
+    claims = [
+        found
+        for c in checked
+        if c.resource is not None and (found := claimant(c.resource, namespace, default_cluster, created)) is not None
+    ]
+    return claims, invalid
+
+
+def with_topic_layouts(
+    claimants: Iterable[Claimant], leaders: Mapping[str, Mapping[int, int]] | None
+) -> list[Claimant]:
+    """TopicQuotas enforced through client quotas, with their entries from the live leader layout.
+
+    ``leaders`` is partition -> leader broker per existing topic, as the brokers
+    report it; None when no broker is reachable (explaining manifests offline).
+    The operator computes the same entries on every pass
+    (:func:`kquota.domain.desired.desired_entries`).
+    """
+    out: list[Claimant] = []
+    for c in claimants:
+        if c.topic_quota is None or c.skipped:
+            out.append(c)
+            continue
+        partitions = (leaders or {}).get(c.topic or "")
+        if leaders is None:
+            why = "its client quotas follow the topic's live leader layout: give --bootstrap-server or --cluster"
+            out.append(replace(c, skipped=why))
+        elif not partitions:
+            out.append(replace(c, skipped=f"topic {c.topic!r} does not exist (yet); it sets no client quotas"))
+        else:
+            entries = tuple(desired_entries(c.topic_quota, TopicLayout.from_partition_leaders(partitions)))
+            out.append(replace(c, entries=entries))
+    return out

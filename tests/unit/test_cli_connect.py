@@ -1,0 +1,149 @@
+"""Connection flags: kafka-configs' --command-config files, JAAS options, and credentials kept out of output."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from kquota.cli.connect import (
+    TargetError,
+    add_connection_args,
+    direct_connection,
+    parse_jaas,
+    parse_properties,
+    settings_from_properties,
+)
+
+pytestmark = pytest.mark.unit
+
+SECRET = 's3cr=t;"quoted"'
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param("a=1\nb = 2\n", {"a": "1", "b": "2"}, id="key=value with or without spaces"),
+        pytest.param("a:1\nb 2\n", {"a": "1", "b": "2"}, id="colon and whitespace separate too"),
+        pytest.param("# c\n! c\n\n  a=1", {"a": "1"}, id="comments and blank lines are skipped"),
+        pytest.param("a=x \\\n   y\\\n z\n", {"a": "x yz"}, id="a trailing backslash continues the line"),
+        pytest.param("a=x\\\\\nb=2", {"a": "x\\", "b": "2"}, id="an escaped backslash does not continue"),
+        pytest.param("k\\=ey=v\\:1\\u00e9\\t", {"k=ey": "v:1é\t"}, id="escapes in keys and values"),
+        pytest.param("a=", {"a": ""}, id="an empty value"),
+    ],
+)
+def test_properties(text: str, expected: dict[str, str]) -> None:
+    assert parse_properties(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        pytest.param(
+            'org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="pw";',
+            {"username": "alice", "password": "pw"},
+            id="the usual SCRAM form",
+        ),
+        pytest.param(
+            'x.PlainLoginModule required\n  username=alice\n  password="a \\"b\\";c";',
+            {"username": "alice", "password": 'a "b";c'},
+            id="unquoted values, newlines, escaped quotes and a semicolon inside quotes",
+        ),
+    ],
+)
+def test_jaas(text: str, expected: dict[str, str]) -> None:
+    assert parse_jaas(text) == expected
+
+
+def test_a_broken_jaas_config_is_reported_without_its_content() -> None:
+    with pytest.raises(TargetError) as info:
+        parse_jaas(f'Module required username="a" "{SECRET}";')
+    assert SECRET not in str(info.value)
+    assert "s3cr" not in str(info.value)
+
+
+def sasl(protocol: str = "SASL_PLAINTEXT", **extra: str) -> dict[str, str]:
+    jaas = SECRET.replace("\\", "\\\\").replace('"', '\\"')
+    return {
+        "security.protocol": protocol,
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.jaas.config": f'x.ScramLoginModule required username="admin" password="{jaas}";',
+        **extra,
+    }
+
+
+def test_sasl_settings_keep_the_password_out_of_the_repr() -> None:
+    conn = settings_from_properties(sasl(), "kafka:9093", 5)
+    assert (conn.security_protocol, conn.sasl_mechanism, conn.sasl_username) == (
+        "SASL_PLAINTEXT",
+        "SCRAM-SHA-512",
+        "admin",
+    )
+    assert conn.sasl_password == SECRET
+    assert SECRET not in repr(conn)
+    assert (conn.request_timeout_ms, conn.connect_timeout_ms) == (5000, 5000)
+
+
+def test_ssl_with_pem_files() -> None:
+    props = sasl("SASL_SSL", **{"ssl.truststore.type": "PEM", "ssl.truststore.location": "/ca.pem"})
+    props["ssl.keystore.location"] = "/client.pem"
+    conn = settings_from_properties(props, "kafka:9093", 5)
+    assert (conn.ssl_cafile, conn.ssl_certfile) == ("/ca.pem", "/client.pem")
+
+
+@pytest.mark.parametrize(
+    ("props", "bootstrap", "message"),
+    [
+        pytest.param({}, None, "no brokers", id="no bootstrap anywhere"),
+        pytest.param(
+            {"security.protocol": "SASL_PLAINTEXT"}, "k:1", "sasl.mechanism GSSAPI", id="Kafka's default GSSAPI"
+        ),
+        pytest.param(
+            {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}, "k:1", "needs sasl.jaas.config", id="no JAAS"
+        ),
+        pytest.param(
+            {"security.protocol": "SSL", "ssl.truststore.location": "/t.jks", "ssl.truststore.type": "JKS"},
+            "k:1",
+            "JKS is not supported",
+            id="a JKS truststore",
+        ),
+        pytest.param({"security.protocol": "SSL", "ssl.key.password": SECRET}, "k:1", "encrypted", id="a key password"),
+        pytest.param({"security.protocol": "TLS"}, "k:1", "is not one of", id="an unknown protocol"),
+    ],
+)
+def test_errors(props: dict[str, str], bootstrap: str | None, message: str) -> None:
+    with pytest.raises(TargetError) as info:
+        settings_from_properties(props, bootstrap, 5)
+    assert message in str(info.value)
+    assert SECRET not in str(info.value)
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_connection_args(parser, "cluster")
+    return parser.parse_args(argv)
+
+
+def test_command_config_file_and_flag_precedence(tmp_path: Path) -> None:
+    path = tmp_path / "admin.properties"
+    # Backslashes are escapes in a properties file: the JAAS value's \" is written \\".
+    body = "\n".join(f"{k}={v.replace(chr(92), chr(92) * 2)}" for k, v in sasl().items())
+    path.write_text("bootstrap.servers=from-file:9092\n" + body)
+    conn = direct_connection(parse(["--command-config", str(path)]))
+    assert conn is not None
+    assert conn.bootstrap_servers == "from-file:9092"
+    conn = direct_connection(parse(["--command-config", str(path), "--bootstrap-server", "flag:9092"]))
+    assert conn is not None
+    assert conn.bootstrap_servers == "flag:9092"
+    assert (conn.sasl_username, conn.sasl_password) == ("admin", SECRET)
+    assert direct_connection(parse([])) is None
+    with pytest.raises(TargetError, match="cannot read"):
+        direct_connection(parse(["--command-config", str(tmp_path / "missing")]))
+
+
+def test_defaults_follow_the_operator_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KQUOTA_NAMESPACE", "ops")
+    monkeypatch.setenv("KQUOTA_DEFAULT_CLUSTER", "prod")
+    args = parse([])
+    assert (args.ledger_namespace, args.default_cluster) == ("ops", "prod")

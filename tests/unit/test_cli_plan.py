@@ -1,0 +1,405 @@
+"""kquota plan: the operator's decisions shown as add / change / remove / own / left alone, and exit codes."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kquota.cli import plan as plan_cmd
+from kquota.cli.connect import Target
+from kquota.cli.main import main
+from kquota.cli.plan import Action, make_report, overlay, render_text, select, to_json
+from kquota.cli.sources import Claimant
+from kquota.cli.term import Term
+from kquota.domain.entities import Entity, QuotaKey
+from kquota.domain.plan import Protection, ResourceRef, UnmanagedPolicy
+from kquota.domain.tenancy import Grant
+from kquota.kafka.quotas import ConnectionSettings
+
+pytestmark = pytest.mark.unit
+
+P = QuotaKey.PRODUCER_BYTE_RATE
+C = QuotaKey.CONSUMER_BYTE_RATE
+R = QuotaKey.REQUEST_PERCENTAGE
+ALICE = Entity.for_user("alice")
+BOB = Entity.for_user("bob")
+APP = Entity.for_client("app")
+CONN = ConnectionSettings("kafka:9092")
+
+Quotas = dict[Entity, dict[QuotaKey, float]]
+
+
+def res(name: str, entity: Entity, values: dict[QuotaKey, float], created: str = "2024-01-01T00:00:00Z") -> Claimant:
+    return Claimant(ResourceRef("ClientQuota", "team-a", name), created, "prod", ((entity, values),))
+
+
+@dataclass
+class Case:
+    manifests: list[Claimant]
+    live: Quotas
+    #: None: no ledger (no --cluster), resources in the cluster unknown too.
+    ledger: Quotas | None
+    #: (action, entity path, key, live, desired)
+    rows: list[tuple[Action, str, QuotaKey | None, float | None, float | None]]
+    exit: int
+    existing: list[Claimant] = field(default_factory=list)
+    policy: UnmanagedPolicy = UnmanagedPolicy.IGNORE
+    protection: Protection = field(default_factory=Protection)
+    entity_filter: list[str] | None = None
+
+
+CASES = [
+    pytest.param(
+        Case([res("a", ALICE, {P: 100})], {}, {}, [(Action.ADD, "users/alice", P, None, 100)], 2),
+        id="a key the brokers do not have is added: exit 2",
+    ),
+    pytest.param(
+        Case(
+            [res("a", ALICE, {P: 100})],
+            {ALICE: {P: 50}},
+            {ALICE: {P: 50}},
+            [(Action.CHANGE, "users/alice", P, 50, 100)],
+            2,
+        ),
+        id="an owned key with a new value is changed",
+    ),
+    pytest.param(
+        Case([res("a", ALICE, {P: 100})], {ALICE: {P: 100}}, {ALICE: {P: 100}}, [], 0),
+        id="brokers matching the manifests: no rows, exit 0",
+    ),
+    pytest.param(
+        Case(
+            [res("a", ALICE, {P: 100})],
+            {ALICE: {P: 100, C: 7}},
+            {ALICE: {P: 100, C: 7}},
+            [(Action.REMOVE, "users/alice", C, 7, None)],
+            2,
+        ),
+        id="an owned key the resource no longer sets is removed",
+    ),
+    pytest.param(
+        Case(
+            [res("a", ALICE, {P: 100})],
+            {ALICE: {P: 100, C: 7}},
+            None,
+            [(Action.UNMANAGED, "users/alice", C, 7, None)],
+            0,
+        ),
+        id="without a ledger removals are not computed: the key is listed as left alone",
+    ),
+    pytest.param(
+        Case([res("a", ALICE, {P: 100})], {ALICE: {P: 60}}, {}, [(Action.CHANGE, "users/alice", P, 60, 100)], 2),
+        id="a key set by hand that a resource claims is taken over",
+    ),
+    pytest.param(
+        Case([res("a", ALICE, {P: 100})], {ALICE: {P: 100}}, {}, [(Action.OWN, "users/alice", P, 100, 100)], 0),
+        id="a key already at its value becomes owned without a broker change: exit 0",
+    ),
+    pytest.param(
+        Case([res("a", ALICE, {P: 100})], {ALICE: {P: 100}}, None, [], 0),
+        id="without a ledger ownership is not shown",
+    ),
+    pytest.param(
+        Case([], {BOB: {P: 5}}, {}, [(Action.UNMANAGED, "users/bob", P, 5, None)], 0),
+        id="a key nobody claims and kquota does not own is left alone",
+    ),
+    pytest.param(
+        Case([], {BOB: {P: 5}}, {}, [(Action.REMOVE, "users/bob", P, 5, None)], 2, policy=UnmanagedPolicy.ADOPT),
+        id="with policy Adopt an unclaimed key is removed",
+    ),
+    pytest.param(
+        Case(
+            [res("a", ALICE, {P: 100})],
+            {ALICE: {P: 5}},
+            {ALICE: {P: 5}},
+            [(Action.PROTECTED, "users/alice", None, None, None)],
+            0,
+            protection=Protection(frozenset({"alice"})),
+        ),
+        id="a protected principal is never changed",
+    ),
+    pytest.param(
+        Case(
+            [res("a", ALICE, {P: 100}), res("b", BOB, {P: 100})],
+            {},
+            {},
+            [(Action.ADD, "users/bob", P, None, 100)],
+            2,
+            entity_filter=["users/b*"],
+        ),
+        id="--entity limits the rows and the exit code to matching entities",
+    ),
+    pytest.param(
+        Case([res("a", ALICE, {P: 100})], {}, {}, [], 0, entity_filter=["users/bob"]),
+        id="changes outside the filter do not count",
+    ),
+    pytest.param(
+        Case(
+            [res("a", ALICE, {P: 100})],
+            {APP: {P: 9}, BOB: {P: 3}},
+            {APP: {P: 9}, BOB: {P: 3}},
+            [(Action.ADD, "users/alice", P, None, 100), (Action.REMOVE, "clients/app", P, 9, None)],
+            2,
+            existing=[res("b", BOB, {P: 3})],
+        ),
+        id="resources already in the cluster keep their keys; an owned key no resource sets goes",
+    ),
+    pytest.param(
+        Case(
+            [res("a", ALICE, {P: 200})],
+            {ALICE: {P: 100}},
+            {ALICE: {P: 100}},
+            [(Action.CHANGE, "users/alice", P, 100, 200)],
+            2,
+            existing=[res("a", ALICE, {P: 100})],
+        ),
+        id="a manifest replaces the resource of the same name in the cluster",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_plan_rows(case: Case) -> None:
+    known = case.ledger is not None
+    target = Target(
+        CONN,
+        cluster="prod" if known else None,
+        policy=case.policy,
+        protection=case.protection,
+        ledger=case.ledger,
+        claimants=list(case.existing) if known else None,
+    )
+    report, _ = make_report(target, case.manifests, case.live, case.entity_filter)
+    got = [(r.action, r.entity.path(), r.key, r.live, r.desired) for r in report.rows]
+    assert sorted(got, key=str) == sorted(case.rows, key=str)
+    assert report.exit_code() == case.exit
+
+
+def test_removing_a_key_the_existing_resource_set_is_a_removal() -> None:
+    """The overlay: the cluster's resource set P and C; the manifest of the same name sets only P."""
+    existing = [res("a", ALICE, {P: 100, C: 7})]
+    target = Target(CONN, cluster="prod", ledger={ALICE: {P: 100, C: 7}}, claimants=existing)
+    report, _ = make_report(target, [res("a", ALICE, {P: 100})], {ALICE: {P: 100, C: 7}})
+    assert [(r.action, r.key) for r in report.rows] == [(Action.REMOVE, C)]
+    assert report.rows[0].note == "owned by kquota; no resource sets it any more"
+
+
+def test_drift_and_takeover_are_explained() -> None:
+    target = Target(CONN, cluster="prod", ledger={ALICE: {P: 100}}, claimants=[])
+    report, _ = make_report(target, [res("a", ALICE, {P: 100, C: 5})], {ALICE: {P: 1, C: 4}})
+    notes = {r.key: r.note for r in report.rows}
+    assert notes == {P: "changed outside kquota; restored", C: "takes over a value set outside kquota"}
+
+
+def test_overlay_keeps_the_age_of_an_updated_resource() -> None:
+    old = res("a", ALICE, {P: 1}, created="2020-01-01T00:00:00Z")
+    new = res("a", ALICE, {P: 2}, created="2030-01-01T00:00:00Z")
+    other = res("b", BOB, {P: 3})
+    merged = overlay([old, other], [new])
+    assert {(c.ref.name, c.created, c.entries[0][1][P]) for c in merged} == {
+        ("a", "2020-01-01T00:00:00Z", 2),
+        ("b", "2024-01-01T00:00:00Z", 3),
+    }
+
+
+def test_the_older_resource_wins_a_key_and_the_loser_is_noted() -> None:
+    older = res("older", ALICE, {P: 1}, created="2020-01-01T00:00:00Z")
+    newer = res("newer", ALICE, {P: 2, C: 3}, created="2021-01-01T00:00:00Z")
+    target = Target(CONN, cluster="prod", ledger={}, claimants=[older])
+    report, _ = make_report(target, [newer], {})
+    assert {(r.key, r.desired, r.source.name if r.source else None) for r in report.rows} == {
+        (P, 1, "older"),
+        (C, 3, "newer"),
+    }
+    assert any("ClientQuota team-a/newer: producer_byte_rate on users/alice is set by" in n for n in report.notes)
+
+
+@pytest.mark.parametrize(
+    ("claimant", "grants", "protection", "note"),
+    [
+        pytest.param(
+            Claimant(ResourceRef("ClientQuota", "team-a", "x"), "", "other", ((ALICE, {P: 1}),)),
+            None,
+            Protection(),
+            "targets cluster other, not prod",
+            id="a resource of another cluster is not planned",
+        ),
+        pytest.param(
+            Claimant(ResourceRef("TopicQuota", "team-a", "t"), "", "prod", (), "TopicQuota is not reconciled"),
+            None,
+            Protection(),
+            "TopicQuota is not reconciled",
+            id="a TopicQuota sets nothing",
+        ),
+        pytest.param(
+            res("x", ALICE, {P: 1}),
+            (Grant(frozenset({"team-b"}), users=("*",)),),
+            Protection(),
+            "not permitted: namespace team-a has no quota grant",
+            id="a namespace without a grant sets nothing",
+        ),
+        pytest.param(
+            res("x", ALICE, {P: 1}),
+            None,
+            Protection(frozenset({"alice"})),
+            "names a protected principal",
+            id="a resource naming a protected principal sets nothing",
+        ),
+    ],
+)
+def test_resources_the_operator_would_not_act_on_are_noted(
+    claimant: Claimant, grants: tuple[Grant, ...] | None, protection: Protection, note: str
+) -> None:
+    entries, notes = select([claimant], "prod", grants, protection)
+    assert entries == []
+    assert len(notes) == 1
+    assert note in notes[0]
+
+
+def test_text_and_json_output() -> None:
+    target = Target(CONN, cluster="prod", ledger={ALICE: {C: 7}}, claimants=[])
+    report, _ = make_report(target, [res("a", ALICE, {P: 10485760})], {ALICE: {C: 7}, BOB: {R: 50}})
+    out = io.StringIO()
+    render_text(report, Term(out, color=False))
+    text = out.getvalue()
+    assert "\x1b[" not in text
+    lines = text.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("ACTION"))
+    assert lines[header].split() == ["ACTION", "ENTITY", "KEY", "LIVE", "DESIRED", "SOURCE"]
+    assert lines[header + 1].split()[:5] == ["add", "users/alice", "producer_byte_rate", "-", "10Mi"]
+    assert lines[header + 2].split()[:5] == ["remove", "users/alice", "consumer_byte_rate", "7", "-"]
+    assert lines[header + 3].split()[:5] == ["unmanaged", "users/bob", "request_percentage", "50", "-"]
+    # Columns line up: each row's KEY starts where the header's does.
+    column = lines[header].index("KEY")
+    assert all(lines[header + i][column - 2 : column] == "  " for i in (1, 2, 3))
+    assert lines[-1] == "Plan: 1 to add, 0 to change, 1 to remove on 1 entity. 1 unmanaged key left alone."
+
+    doc = to_json(report)
+    assert json.loads(json.dumps(doc)) == doc
+    assert doc["changes"] == 2
+    assert doc["rows"][0] == {
+        "action": "add",
+        "entity": {"path": "users/alice", "parts": {"user": "alice"}},
+        "key": "producer_byte_rate",
+        "live": None,
+        "desired": 10485760,
+        "resource": {"kind": "ClientQuota", "namespace": "team-a", "name": "a"},
+        "note": "",
+    }
+
+
+def test_broker_rejections_make_the_exit_code_an_error() -> None:
+    target = Target(CONN, cluster="prod", ledger={}, claimants=[])
+    report, the_plan = make_report(target, [res("a", ALICE, {P: 1}), res("b", BOB, {P: 2})], {}, ["users/alice"])
+    assert [a.entity for a in plan_cmd.alterations(report, the_plan)] == [ALICE]
+    report.validated = True
+    report.rejected = {"users/alice": "INVALID_REQUEST: no"}
+    assert report.exit_code() == 1
+    out = io.StringIO()
+    render_text(report, Term(out, color=False))
+    assert "REJECTED by the broker: INVALID_REQUEST: no" in out.getvalue()
+
+
+VALID = """\
+apiVersion: kquota.io/v1alpha1
+kind: ClientQuota
+metadata: {name: a, namespace: team-a}
+spec:
+  entity: {user: {name: alice}}
+  quota: {producerByteRate: 10Mi}
+"""
+
+
+def test_an_invalid_manifest_fails_before_any_connection(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "ok.yaml").write_text(VALID)
+    (tmp_path / "bad.yaml").write_text(VALID.replace("10Mi", "0"))
+    # The bootstrap server does not exist: reaching it would fail differently, and slowly.
+    code = main(["plan", "-f", str(tmp_path), "--bootstrap-server", "127.0.0.1:1"])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert (
+        'bad.yaml: ClientQuota "a" is invalid: spec.quota.producerByteRate: Invalid value: 0: must be greater than zero'
+        in err
+    )
+
+
+def test_plan_needs_a_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "ok.yaml").write_text(VALID)
+    assert main(["plan", "-f", str(tmp_path)]) == 1
+    assert "no cluster: give --bootstrap-server" in capsys.readouterr().err
+
+
+def test_usage_errors_exit_1_not_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["plan"])
+    assert info.value.code == 1
+    assert "the following arguments are required: -f/--filename" in capsys.readouterr().err
+
+
+def test_the_cli_reads_the_kinds_the_operator_reconciles() -> None:
+    from kquota.cli.sources import PLURALS
+    from kquota.reconcile.build import QUOTA_KINDS
+
+    assert PLURALS == QUOTA_KINDS
+
+
+TOPIC_QUOTA = """\
+apiVersion: kquota.io/v1alpha1
+kind: TopicQuota
+metadata: {name: payments, namespace: team-a}
+spec:
+  topic: {name: payments}
+  budget: {producerByteRate: 30Mi}
+  enforcement: ENFORCEMENT
+  clients:
+  - {user: {name: api}, share: 70}
+"""
+
+
+def topic_claimant(enforcement: str) -> Claimant:
+    from kquota.api import parse_manifest
+    from kquota.cli.sources import claimant
+
+    found = claimant(parse_manifest(yaml.safe_load(TOPIC_QUOTA.replace("ENFORCEMENT", enforcement))), "d", "prod", "")
+    assert found is not None
+    return found
+
+
+@pytest.mark.parametrize(
+    ("enforcement", "leaders", "rows", "note"),
+    [
+        pytest.param(
+            "ClientQuotas",
+            # 4 partitions, broker 1 leads 3 of them: 30Mi x 70% x 3/4 per broker.
+            {"payments": {0: 1, 1: 1, 2: 1, 3: 2}},
+            [(Action.ADD, "users/api", P, None, float(math.floor(30 * 2**20 * 0.7 * 3 / 4)))],
+            None,
+            id="ClientQuotas: the clients' quotas follow the live leader layout",
+        ),
+        pytest.param(
+            "ClientQuotas",
+            {},
+            [],
+            "topic 'payments' does not exist (yet)",
+            id="ClientQuotas on a missing topic sets nothing and says why",
+        ),
+        pytest.param("Monitor", {"payments": {0: 1}}, [], None, id="a Monitor budget sets no client quotas"),
+    ],
+)
+def test_topic_quotas(
+    enforcement: str, leaders: dict[str, dict[int, int]], rows: list[tuple[Any, ...]], note: str | None
+) -> None:
+    c = topic_claimant(enforcement)
+    assert plan_cmd.topics_of([c]) == (["payments"] if enforcement == "ClientQuotas" else [])
+    target = Target(CONN, cluster="prod", ledger={}, claimants=[])
+    report, _ = make_report(target, [c], {}, None, leaders)
+    assert [(r.action, r.entity.path(), r.key, r.live, r.desired) for r in report.rows] == rows
+    if note:
+        assert any(note in n for n in report.notes), report.notes
