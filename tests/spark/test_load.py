@@ -1,0 +1,150 @@
+"""Manifests, names and quantities the advisor writes: valid for kquota's API models, safe for any principal."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kquota.advisor import load
+from kquota.api import ClientQuota, TopicQuota, byte_rate
+
+pytestmark = pytest.mark.spark
+
+DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+@pytest.mark.parametrize(
+    ("n", "expected"),
+    [
+        (1024, "1Ki"),
+        (1280, "1.25Ki"),
+        (5 * 2**20, "5Mi"),
+        (1310720, "1.25Mi"),
+        (2**30, "1Gi"),
+        (1000 * 2**20, "1000Mi"),
+        (1300, 1300),
+        (1000, 1000),
+        (3 * 2**40, "3Ti"),
+    ],
+)
+def test_quantity_is_an_exact_binary_quantity_or_the_integer(n: int, expected: int | str) -> None:
+    assert load.quantity(n) == expected
+    assert byte_rate(load.quantity(n)) == n
+
+
+@pytest.mark.parametrize(
+    ("name", "pattern"),
+    [
+        ("alice", r"^alice$"),
+        ("CN=app,OU=x", r"^cn-app-ou-x-[0-9a-f]{8}$"),
+        ("Alice", r"^alice-[0-9a-f]{8}$"),  # lower-casing loses information: hashed
+        ("Ålice ünïcode", r"^lice-n-code-[0-9a-f]{8}$"),
+        ("日本語", r"^x-[0-9a-f]{8}$"),
+        ("a" * 80, r"^a{30}-[0-9a-f]{8}$"),
+    ],
+)
+def test_slug_is_a_dns_label_part_with_a_hash_when_lossy(name: str, pattern: str) -> None:
+    assert re.match(pattern, load.slug(name))
+
+
+def rec(
+    kind: str,
+    user: str | None,
+    client_id: str | None,
+    resource: str,
+    quota: float,
+    *,
+    default: bool = False,
+    reason: str = "outlier",
+) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "user": user,
+        "client_id": client_id,
+        "resource": resource,
+        "is_default": default,
+        "quota": quota,
+        "basis": quota / 1.2,
+        "population": 3 if default else None,
+        "reason": "default" if default else reason,
+        "throttled_share": 0.0,
+        "demand_capped": False,
+    }
+
+
+HOSTILE = ["CN=app,OU=x", "Ålice", "alice", "Alice", "user with space", "<default>", "a--client-b"]
+
+
+def test_client_quota_manifests_validate_and_keep_the_real_principal() -> None:
+    recs = [
+        rec("user", None, None, "produce", 400 * 1024, default=True),
+        rec("user", None, None, "request", 25.0, default=True),
+    ]
+    recs += [rec("user", u, None, "produce", 6 * 2**20) for u in HOSTILE]
+    recs += [rec("client-id", None, "c,1=x", "fetch", 2**20), rec("user+client-id", "a", "client-b", "fetch", 2**20)]
+    manifests = load.client_quota_manifests(recs, namespace="team-a", cluster_ref="prod")
+    names = [m["metadata"]["name"] for m in manifests]
+    assert len(set(names)) == len(names) == 2 - 1 + len(HOSTILE) + 2
+    for manifest in manifests:
+        resource = ClientQuota.model_validate(manifest)
+        assert DNS1123.match(manifest["metadata"]["name"]) and len(manifest["metadata"]["name"]) <= 63
+        assert resource.metadata.namespace == "team-a"
+        entity = resource.spec.entity
+        if entity.user is not None and entity.user.name is not None:
+            assert manifest["metadata"]["annotations"]["kquota.io/user"] == entity.user.name
+    by_user = {m["spec"]["entity"].get("user", {}).get("name"): m for m in manifests}
+    assert by_user["CN=app,OU=x"]["spec"]["quota"] == {"producerByteRate": "6Mi"}
+    assert by_user["<default>"]["spec"]["entity"] == {"user": {"name": "<default>"}}
+    default = next(m for m in manifests if m["metadata"]["name"] == "default-user")
+    assert default["spec"] == {
+        "clusterRef": "prod",
+        "entity": {"user": {"default": True}},
+        "quota": {"producerByteRate": "400Ki", "requestPercentage": 25.0},
+    }
+
+
+def test_topic_quota_manifests_validate_and_skip_directions_without_traffic() -> None:
+    topics = [
+        {
+            "topic": "orders",
+            "in_p99": 6.0 * 2**20,
+            "out_p99": 0.0,
+            "produce_budget": 8.0 * 2**20,
+            "consume_budget": 1024.0,
+        },
+        {"topic": "Logs.App_1", "in_p99": 1.0, "out_p99": 2.0, "produce_budget": 1024.0, "consume_budget": 1024.0},
+        {"topic": "idle", "in_p99": 0.0, "out_p99": 0.0, "produce_budget": 1024.0, "consume_budget": 1024.0},
+    ]
+    brokers = [
+        {"topic": "orders", "broker": "1", "produce_allowance": 5592405, "consume_allowance": 682, "basis": "leaders"}
+    ]
+    manifests = load.topic_quota_manifests(topics, brokers, namespace="team-a")
+    assert [m["spec"]["topic"]["name"] for m in manifests] == ["Logs.App_1", "orders"]
+    for manifest in manifests:
+        TopicQuota.model_validate(manifest)
+    orders = manifests[1]
+    assert orders["spec"]["budget"] == {"producerByteRate": "8Mi"}
+    assert orders["spec"]["enforcement"] == "Monitor"
+    assert '"produce": 5592405' in orders["metadata"]["annotations"]["kquota.io/advisor-broker-allowances"]
+
+
+def test_write_manifests_writes_one_file_per_resource_and_a_kustomization(tmp_path: Path) -> None:
+    manifests = load.client_quota_manifests([rec("user", "alice", None, "produce", 2**20)], namespace="ns")
+    (tmp_path / "stale.yaml").write_text("old: true\n")
+    files = load.write_manifests(manifests, tmp_path, "ns", "generated\nby a test")
+    assert [f.name for f in files] == ["clientquota-user-alice.yaml"]
+    assert not (tmp_path / "stale.yaml").exists()
+    kustomization = yaml.safe_load((tmp_path / "kustomization.yaml").read_text())
+    assert kustomization == {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "namespace": "ns",
+        "resources": ["clientquota-user-alice.yaml"],
+    }
+    text = files[0].read_text()
+    assert text.startswith("# generated\n# by a test\n")
+    ClientQuota.model_validate(yaml.safe_load(text))
