@@ -1,0 +1,82 @@
+{{/* Names and labels shared by the templates. */}}
+
+{{- define "kquota.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "kquota.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "kquota.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "kquota.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "kquota.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "kquota.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: kquota
+{{- end -}}
+
+{{- define "kquota.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "kquota.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "kquota.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "kquota.peeringName" -}}
+{{- default (include "kquota.fullname" .) .Values.peering.name -}}
+{{- end -}}
+
+{{- define "kquota.defaultCluster" -}}
+{{- if .Values.operator.defaultCluster -}}
+{{- .Values.operator.defaultCluster -}}
+{{- else if .Values.kafka.clusters -}}
+{{- (first .Values.kafka.clusters).name -}}
+{{- else -}}
+default
+{{- end -}}
+{{- end -}}
+
+{{/*
+The Secrets the operator may read, as a JSON object {namespace: [names]}:
+every Secret the chart's KafkaClusters reference in spec.security, plus
+kafka.extraSecrets. Names are sorted and unique, so the Roles are stable.
+*/}}
+{{- define "kquota.secretsByNamespace" -}}
+{{- $refs := list -}}
+{{- range .Values.kafka.clusters -}}
+{{- $security := (.spec | default dict).security | default dict -}}
+{{- with ($security.sasl | default dict).credentialsSecretRef }}{{ $refs = append $refs . }}{{ end -}}
+{{- with ($security.tls | default dict).caSecretRef }}{{ $refs = append $refs . }}{{ end -}}
+{{- with ($security.tls | default dict).clientCertSecretRef }}{{ $refs = append $refs . }}{{ end -}}
+{{- end -}}
+{{- range .Values.kafka.extraSecrets }}{{ $refs = append $refs . }}{{ end -}}
+{{- $byNs := dict -}}
+{{- range $refs -}}
+{{- $_ := set $byNs .namespace (append (get $byNs .namespace | default list) .name | uniq | sortAlpha) -}}
+{{- end -}}
+{{- toJson $byNs -}}
+{{- end -}}
