@@ -11,7 +11,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # pytest arguments, e.g. `make test PYTEST_ARGS="-k reconcile -x"`
 PYTEST_ARGS ?=
 
-.PHONY: help setup venv tools lint test test-unit demo crds clean
+.PHONY: help setup venv system-packages tools lint test test-unit demo crds lock clean
 
 help:
 	@echo "make demo   - local Kafka + kube-apiserver + operator + examples, then show status (Ctrl-C stops all)"
@@ -21,20 +21,30 @@ help:
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,spark]'
 	touch $@
 
 venv: $(VENV)/.installed
 
+# Debian packages some tests drive for real: Prometheus (scrapes the brokers),
+# zsh and fish (the completion scripts are checked by the shells themselves).
+SYSTEM_COMMANDS := prometheus zsh fish
+system-packages:
+	@missing=""; for c in $(SYSTEM_COMMANDS); do command -v $$c >/dev/null || missing="$$missing $$c"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
 # Kafka jars (Maven Central), the kube-apiserver harness (Go modules), helm (Go modules).
-tools: venv
+tools: venv system-packages
 	$(PY) -m tests.harness prepare
 
 setup: tools
 
 lint: venv
-	$(VENV)/bin/ruff check operator tests bench
-	$(VENV)/bin/ruff format --check operator tests bench
+	$(VENV)/bin/ruff check operator tests bench deploy
+	$(VENV)/bin/ruff format --check operator tests bench deploy
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
@@ -46,6 +56,12 @@ test-unit: venv
 
 crds: venv
 	$(PY) -m kquota.crdgen
+	$(PY) deploy/values_schema.py
+
+# Regenerate the image's pinned runtime dependencies (requirements.lock).
+lock: venv
+	$(PY) -m pip install -q pip-tools==7.6.2
+	$(VENV)/bin/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras --build-deps-for=wheel -o requirements.lock pyproject.toml
 
 demo: setup
 	$(PY) -m tests.harness demo

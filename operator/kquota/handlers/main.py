@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import json
 import logging
 import os
+import signal
 import sys
+import tracemalloc
 from typing import Any
 
 import kopf
@@ -51,7 +54,34 @@ def _login(**kwargs: Any) -> kopf.ConnectionInfo | None:
     return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
 
 
+def _limit_malloc_arenas(arenas: int = 2) -> None:
+    """Cap glibc's per-thread malloc arenas: with worker threads they fragment into
+    hundreds of MiB of RSS for little gain. No-op where mallopt is unavailable."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt(-8, arenas)  # M_ARENA_MAX
+    except (OSError, AttributeError):
+        pass
+
+
+def _memory_diagnostics() -> None:
+    """With KQUOTA_TRACEMALLOC=1, SIGUSR1 logs the top allocation sites (for memory profiling)."""
+    if os.environ.get("KQUOTA_TRACEMALLOC") != "1":
+        return
+    tracemalloc.start(1)
+
+    def dump(signum: int, frame: object) -> None:
+        stats = tracemalloc.take_snapshot().statistics("lineno")[:20]
+        log = logging.getLogger("kquota.memory")
+        for stat in stats:
+            log.warning("%.1f MiB in %d blocks\n%s", stat.size / 2**20, stat.count, "\n".join(stat.traceback.format()))
+
+    signal.signal(signal.SIGUSR1, dump)
+
+
 def run(settings: OperatorSettings, verbose: bool = False) -> int:
+    _limit_malloc_arenas()
+    _memory_diagnostics()
     _logging(settings, verbose)
     if settings.kubeconfig:
         os.environ["KUBECONFIG"] = settings.kubeconfig

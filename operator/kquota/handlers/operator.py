@@ -68,6 +68,10 @@ async def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.networking.request_timeout = 60
+    # Without a limit Kopf handles every object at once: 10,000 new resources
+    # would open thousands of API connections (each with a 256 KiB TLS buffer)
+    # and flood the API server. The reconciler batches anyway.
+    settings.batching.worker_limit = Runtime.settings.kopf_workers
     Runtime.kube = Kube(await connect(Runtime.settings.kubeconfig))
 
 
@@ -80,7 +84,9 @@ async def _cleanup(**_: Any) -> None:
 
 
 def _index(kind: str) -> Any:
-    def index(body: kopf.Body, **_: Any) -> dict[str, ResourceRecord]:
+    # async on purpose: Kopf runs sync handlers in executor threads, and the
+    # trigger below must run on the event loop (asyncio.Event is not thread-safe).
+    async def index(body: kopf.Body, **_: Any) -> dict[str, ResourceRecord]:
         rec = record_from_body(kind, body, Runtime.settings.default_cluster)
         engine = Runtime.engines.get(rec.cluster)
         if engine is not None:
