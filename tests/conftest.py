@@ -15,6 +15,7 @@ from tests.harness import procs
 pytest_plugins = [
     "tests.harness.pytest_kube",
     "tests.harness.pytest_kafka",
+    "tests.harness.pytest_prometheus",
 ]
 
 

@@ -27,8 +27,13 @@ an idle client cannot be throttled) and either the value changed since the
 previous reading (each new throttle moves the average) or usage is at
 :data:`EVIDENCE_SHARE` of the quota or more (request throttles are capped at
 the quota window, so a saturated client's average can sit at exactly 1000 ms
-and never change). ``Throttled`` is True when such evidence lies within the
-window. After a client stops, its rate reaches 0 within the quota window
+and never change). For controller mutations a token bucket in debt
+(``tokens < 0``) while mutating is evidence too, with ``-tokens/rate`` as the
+throttle time: KRaft brokers forward CreateTopics, CreatePartitions and
+DeleteTopics to the controller, whose throttle reaches the client through the
+forwarded response and leaves the ControllerMutation throttle-time NaN
+(checked on Kafka 4.3.1). ``Throttled`` is True when such evidence lies
+within the window. After a client stops, its rate reaches 0 within the quota window
 (11 s by default), so Throttled clears at most about ``window + 11 s`` after
 the last throttle.
 
@@ -227,6 +232,19 @@ def summarize(series: QuotaSeries, start: float, quota: float | None = None) -> 
                 )
                 if active and (changed or saturated):
                     throttles.append(v)
+            if (
+                series.resource is QuotaResource.CONTROLLER_MUTATION
+                and _finite(p.tokens)
+                and p.tokens is not None
+                and p.tokens < 0
+                and quota is not None
+                and quota > 0
+                and last_activity is not None
+                and last_activity > 0
+            ):
+                # The controller forwards its throttle through the broker and leaves this sensor NaN (KRaft):
+                # a bucket in debt throttles the next mutation for -tokens/rate seconds.
+                throttles.append(-p.tokens / quota * 1000)
         if p.throttle_ms is not None:
             prev_throttle = p.throttle_ms
             seen_throttle = True
@@ -429,7 +447,8 @@ class Observed:
         share = self.used_share
         if share is not None:
             out["usedPercent"] = quantize(share * 100)
-        out["limits"] = {k.value: quantize(self.limits[k]) for k in sorted(self.limits)}
+        # Limits are configuration, not measurements: exact.
+        out["limits"] = {k.value: _exact(self.limits[k]) for k in sorted(self.limits)}
         out["total"] = _figures_status(self.total)
         out["brokers"] = [{"broker": b, **_figures_status(self.brokers[b])} for b in sorted(self.brokers)]
         if self.active_clients is not None:
@@ -707,6 +726,10 @@ def quantize(value: float, digits: int = 2) -> int | float:
     if float(rounded).is_integer():
         return int(rounded)
     return float(rounded)
+
+
+def _exact(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else float(value)
 
 
 def equivalent(a: Observed | Mapping[str, Any] | None, b: Observed | Mapping[str, Any] | None) -> bool:

@@ -1,0 +1,438 @@
+"""Observed throttling with real traffic: a real broker throttles real clients, and kquota's metrics pipeline
+(kquota.kafka.metrics -> kquota.domain.observed) reports it for the right entity, read both by scraping the
+broker's JMX exporter directly and through a real Prometheus server scraping it.
+
+Each scenario sets a quota with Kafka's own kafka-configs, drives a confluent-kafka client at about three
+times the quota (its throttle callback proves the broker throttled it), waits for Throttled=True (at most
+30 s), stops the client and waits for Throttled=False. The broker's throttle-time average stays up for up to
+a minute after throttling ends, so kquota decides from the readings of the window (see
+kquota.domain.observed); the pipeline here uses a short window so the test does not take minutes.
+
+The broker is shared by the session: every test uses fresh users and topics, and the one test that sets a
+default entity (users/<default>) removes it again.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer
+
+# confluent-kafka's type hints do not re-export NewTopic, which is its documented import path.
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from kquota.domain.entities import Entity, QuotaKey
+from kquota.domain.observed import Observed, attribute, observe, observe_topic
+from kquota.kafka.metrics import MetricsSource, PrometheusSource, ScrapeSource
+from kquota.kafka.quotas import ConnectionSettings, QuotaAdmin
+from tests.harness.kafka_cluster import KafkaCluster
+from tests.harness.prometheus import Prometheus
+from tests.harness.pytest_kafka import unique_name
+from tests.harness.pytest_prometheus import prometheus  # noqa: F401 - fixture, until conftest lists the plugin
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+P = QuotaKey.PRODUCER_BYTE_RATE
+C = QuotaKey.CONSUMER_BYTE_RATE
+R = QuotaKey.REQUEST_PERCENTAGE
+M = QuotaKey.CONTROLLER_MUTATION_RATE
+
+#: The pipeline's window (KafkaCluster spec.metrics.window), short to keep the test short.
+WINDOW = 20.0
+#: The issue's bound from traffic start to Throttled=True.
+THROTTLED_WITHIN = 30.0
+#: After the client stops its rate needs the broker's quota window (11 x 1 s) to reach zero; then the last
+#: throttle leaves the window. Slack for a loaded two-core machine on top.
+CLEARED_WITHIN = WINDOW + 11 + 15
+QUOTA_BYTES = 100 * 1024
+POLL = 1.0
+
+
+# -- clients -------------------------------------------------------------------------------------------------------
+
+
+class Load(threading.Thread):
+    """A client driving traffic on its own thread; ``throttles`` are the client's throttle callbacks (ms)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name=name, daemon=True)
+        self.halt = threading.Event()
+        self.throttles: list[float] = []
+        self.error: BaseException | None = None
+        self.started_at = 0.0
+
+    def on_throttle(self, event: Any) -> None:
+        self.throttles.append(float(event.throttle_time) * 1000)
+
+    def run(self) -> None:
+        self.started_at = time.monotonic()
+        try:
+            self.work()
+        except BaseException as exc:  # noqa: BLE001 - reported by finish()
+            self.error = exc
+
+    def work(self) -> None:
+        raise NotImplementedError
+
+    def finish(self) -> None:
+        self.halt.set()
+        self.join(60)
+        assert not self.is_alive(), f"{self.name} did not stop"
+        if self.error is not None:
+            raise AssertionError(f"{self.name} failed: {self.error!r}") from self.error
+
+
+class ProducerLoad(Load):
+    """Produces ``rate`` bytes/s of ``size``-byte records (a bounded queue, so a throttled producer just waits)."""
+
+    def __init__(self, config: dict[str, Any], topic: str, rate: float, size: int = 1000, **extra: Any) -> None:
+        super().__init__(f"producer-{topic}")
+        self.config = {"linger.ms": 5, "queue.buffering.max.kbytes": 256, **config, **extra}
+        self.topic, self.rate, self.size = topic, rate, size
+
+    def work(self) -> None:
+        producer = Producer({**self.config, "throttle_cb": self.on_throttle})
+        payload = b"x" * self.size
+        sent = 0
+        start = time.monotonic()
+        while not self.halt.is_set():
+            target = (time.monotonic() - start) * self.rate
+            while sent < target and not self.halt.is_set():
+                try:
+                    producer.produce(self.topic, payload)
+                except BufferError:
+                    break
+                sent += self.size
+            producer.poll(0.02)
+        # Drop what is queued: a stopped client must stop sending now, not drain for seconds.
+        producer.purge()
+        producer.flush(10)
+
+
+class ConsumerLoad(Load):
+    """Consumes a topic from the start as fast as the broker lets it."""
+
+    def __init__(self, config: dict[str, Any], topic: str) -> None:
+        super().__init__(f"consumer-{topic}")
+        self.config = {**config, "group.id": unique_name("g"), "auto.offset.reset": "earliest"}
+        self.topic = topic
+        self.consumed = 0
+
+    def work(self) -> None:
+        consumer = Consumer({**self.config, "throttle_cb": self.on_throttle, "enable.auto.commit": False})
+        try:
+            consumer.subscribe([self.topic])
+            while not self.halt.is_set():
+                for msg in consumer.consume(num_messages=1000, timeout=0.5):
+                    if msg.error() is None:
+                        self.consumed += len(msg.value() or b"")
+        finally:
+            consumer.close()
+
+
+class RequestLoad(Load):
+    """Many tiny produce requests (no batching), to use broker request time rather than bytes."""
+
+    def __init__(self, config: dict[str, Any], topic: str) -> None:
+        super().__init__(f"requests-{topic}")
+        self.config = {**config, "linger.ms": 0, "batch.num.messages": 1, "queue.buffering.max.messages": 1000}
+        self.topic = topic
+
+    def work(self) -> None:
+        producer = Producer({**self.config, "throttle_cb": self.on_throttle})
+        while not self.halt.is_set():
+            try:
+                producer.produce(self.topic, b"r")
+            except BufferError:
+                producer.poll(0.05)
+            producer.poll(0.002)
+        producer.purge()
+        producer.flush(10)
+
+
+# -- the pipeline under test ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Watch:
+    """One metrics source followed over time for one entity."""
+
+    name: str
+    source: MetricsSource
+    history: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
+
+
+@pytest.fixture(scope="module")
+def admin(kafka: KafkaCluster) -> Iterator[QuotaAdmin]:
+    quota_admin = QuotaAdmin(ConnectionSettings(kafka.bootstrap))
+    try:
+        yield quota_admin
+    finally:
+        quota_admin.close()
+
+
+@pytest.fixture
+def watches(kafka: KafkaCluster, prometheus: Prometheus) -> list[Watch]:  # noqa: F811 - the imported fixture
+    return [
+        Watch("scrape", ScrapeSource([b.metrics_url for b in kafka.brokers], timeout=5)),
+        Watch("prometheus", PrometheusSource(prometheus.url, timeout=10)),
+    ]
+
+
+def observed(watch: Watch, admin: QuotaAdmin, entity: Entity, keys: Sequence[QuotaKey]) -> Observed:
+    """One reconcile pass' worth of the pipeline: read the source, read live quotas, attribute, observe."""
+    reading = watch.source.read(WINDOW)
+    assert reading.available, f"{watch.name}: {reading.error}"
+    obs = observe(attribute(reading, admin.describe_all()), entity, keys)
+    assert obs is not None
+    return obs
+
+
+def wait_all(
+    watches: Sequence[Watch],
+    admin: QuotaAdmin,
+    entity: Entity,
+    keys: Sequence[QuotaKey],
+    done: Callable[[Observed], bool],
+    timeout: float,
+    what: str,
+) -> dict[str, tuple[float, Observed]]:
+    """Poll every source until ``done`` holds for each; seconds taken and the observation, per source."""
+    start = time.monotonic()
+    got: dict[str, tuple[float, Observed]] = {}
+    while True:
+        for watch in watches:
+            if watch.name in got:
+                continue
+            obs = observed(watch, admin, entity, keys)
+            elapsed = time.monotonic() - start
+            watch.history.append((round(elapsed, 1), obs.to_status()))
+            if done(obs):
+                got[watch.name] = (elapsed, obs)
+        if len(got) == len(watches):
+            return got
+        if time.monotonic() - start > timeout:
+            tails = {w.name: w.history[-3:] for w in watches if w.name not in got}
+            pytest.fail(f"{what}: not seen within {timeout:.0f}s by {sorted(tails)}; last readings: {tails}")
+        time.sleep(POLL)
+
+
+def set_quota(
+    kafka: KafkaCluster, admin: QuotaAdmin, entity_args: Sequence[str], entity: Entity, **values: float
+) -> None:
+    config = ",".join(f"{k}={v:g}" for k, v in values.items())
+    kafka.kafka_configs("--alter", *entity_args, "--add-config", config, check=True)
+    deadline = time.monotonic() + 30
+    want = {QuotaKey(k): float(v) for k, v in values.items()}
+    while admin.describe_all().get(entity) != want:
+        assert time.monotonic() < deadline, f"{entity} did not become {want}"
+        time.sleep(0.3)
+
+
+def delete_quota(kafka: KafkaCluster, entity_args: Sequence[str], *keys: QuotaKey) -> None:
+    kafka.kafka_configs("--alter", *entity_args, "--delete-config", ",".join(k.value for k in keys))
+
+
+def create_topic(kafka: KafkaCluster, name: str, partitions: int = 1) -> None:
+    admin = AdminClient(kafka.client_config())
+    for future in admin.create_topics([NewTopic(name, partitions, 1)], request_timeout=30).values():
+        future.result()
+
+
+def report(label: str, on: dict[str, tuple[float, Observed]], off: dict[str, tuple[float, Observed]] | None) -> None:
+    parts = [f"{name}: Throttled after {secs:.1f}s" for name, (secs, _) in sorted(on.items())]
+    if off:
+        parts += [f"{name}: cleared {secs:.1f}s after stop" for name, (secs, _) in sorted(off.items())]
+    # Timings for the report; visible with pytest -s.
+    print(f"\n[{label}] " + "; ".join(parts))
+
+
+def throttled_on(key: QuotaKey) -> Callable[[Observed], bool]:
+    return lambda obs: obs.throttled and key in obs.throttled_keys and obs.total[key].throttle_ms > 0
+
+
+def not_throttled(obs: Observed) -> bool:
+    return not obs.throttled
+
+
+def check_cleared(
+    watches: list[Watch], admin: QuotaAdmin, entity: Entity, keys: Sequence[QuotaKey]
+) -> dict[str, tuple[float, Observed]]:
+    off = wait_all(watches, admin, entity, keys, not_throttled, CLEARED_WITHIN, "Throttled back to False")
+    for _, obs in off.values():
+        throttled, _ = obs.conditions()
+        assert (throttled.status, throttled.reason) == ("False", "NoThrottle")
+    return off
+
+
+# -- scenarios -----------------------------------------------------------------------------------------------------
+
+
+def test_producer_over_producer_byte_rate(
+    kafka: KafkaCluster, admin: QuotaAdmin, watches: list[Watch], scram_user: tuple[str, str]
+) -> None:
+    user, password = scram_user
+    entity = Entity.for_user(user)
+    topic = unique_name("produce")
+    create_topic(kafka, topic)
+    set_quota(kafka, admin, ["--entity-type", "users", "--entity-name", user], entity, producer_byte_rate=QUOTA_BYTES)
+    load = ProducerLoad(kafka.client_config(user, password), topic, rate=3 * QUOTA_BYTES)
+    load.start()
+    try:
+        on = wait_all(watches, admin, entity, [P], throttled_on(P), THROTTLED_WITHIN, "Throttled=True")
+        for name, (_, obs) in on.items():
+            status = obs.to_status()
+            assert status["total"]["produceThrottleTimeMs"] > 0, name
+            assert status["throttled"] is True and status["limits"] == {"producer_byte_rate": QUOTA_BYTES}
+            assert obs.conditions()[0].status == "True"
+        # The broker really throttled this client (librdkafka's throttle callback).
+        assert load.throttles and max(load.throttles) > 0
+        # Per-topic bytes in are read too (for TopicQuota).
+        topic_in = {w.name: observe_topic(w.source.read(WINDOW), topic).bytes_in_rate for w in watches}
+        assert all(v > 0 for v in topic_in.values()), topic_in
+    finally:
+        load.finish()
+    off = check_cleared(watches, admin, entity, [P])
+    report("producer", on, off)
+
+
+def test_consumer_over_consumer_byte_rate(
+    kafka: KafkaCluster, admin: QuotaAdmin, watches: list[Watch], scram_user: tuple[str, str]
+) -> None:
+    user, password = scram_user
+    entity = Entity.for_user(user)
+    topic = unique_name("fetch")
+    create_topic(kafka, topic)
+    # Enough data for a minute at the quota, written without any quota (PLAINTEXT).
+    filler = Producer({**kafka.client_config(), "linger.ms": 20})
+    for _ in range(6000):
+        filler.produce(topic, b"y" * 1000)
+        filler.poll(0)
+    assert filler.flush(60) == 0
+    set_quota(kafka, admin, ["--entity-type", "users", "--entity-name", user], entity, consumer_byte_rate=QUOTA_BYTES)
+    load = ConsumerLoad(kafka.client_config(user, password), topic)
+    load.start()
+    try:
+        on = wait_all(watches, admin, entity, [C], throttled_on(C), THROTTLED_WITHIN, "Throttled=True")
+        for name, (_, obs) in on.items():
+            assert obs.to_status()["total"]["fetchThrottleTimeMs"] > 0, name
+        assert load.throttles and max(load.throttles) > 0
+        # Throttled means held near the quota: far below what it would read unthrottled.
+        assert load.consumed < 6_000_000
+    finally:
+        load.finish()
+    off = check_cleared(watches, admin, entity, [C])
+    report("consumer", on, off)
+
+
+def test_client_over_request_percentage(
+    kafka: KafkaCluster, admin: QuotaAdmin, watches: list[Watch], scram_user: tuple[str, str]
+) -> None:
+    user, password = scram_user
+    entity = Entity.for_user(user)
+    topic = unique_name("requests")
+    create_topic(kafka, topic)
+    set_quota(kafka, admin, ["--entity-type", "users", "--entity-name", user], entity, request_percentage=0.01)
+    load = RequestLoad(kafka.client_config(user, password), topic)
+    load.start()
+    try:
+        on = wait_all(watches, admin, entity, [R], throttled_on(R), THROTTLED_WITHIN, "Throttled=True")
+        for name, (_, obs) in on.items():
+            status = obs.to_status()
+            assert status["total"]["requestThrottleTimeMs"] > 0, name
+            assert status["total"]["requestTimePercent"] > 0, name
+        assert load.throttles and max(load.throttles) > 0
+        # Request throttles are capped at the quota window (1000 ms), so the broker's average can sit at exactly
+        # 1000 and never change: Throttled must still hold while the client keeps going.
+        time.sleep(WINDOW + 2)
+        still = {w.name: observed(w, admin, entity, [R]).throttled for w in watches}
+        assert all(still.values()), still
+    finally:
+        load.finish()
+    off = check_cleared(watches, admin, entity, [R])
+    report("request", on, off)
+
+
+def test_default_user_quota_collects_every_user(kafka: KafkaCluster, admin: QuotaAdmin, watches: list[Watch]) -> None:
+    users = [(unique_name("dflt"), secrets.token_hex(8)) for _ in range(2)]
+    for name, password in users:
+        kafka.create_scram_user(name, password)
+    entity = Entity.for_user(None)
+    topic = unique_name("default")
+    create_topic(kafka, topic)
+    args = ["--entity-type", "users", "--entity-default"]
+    loads = [ProducerLoad(kafka.client_config(n, p), topic, rate=3 * QUOTA_BYTES) for n, p in users]
+    try:
+        set_quota(kafka, admin, args, entity, producer_byte_rate=QUOTA_BYTES)
+        for load in loads:
+            load.start()
+        names = {n for n, _ in users}
+
+        def both_throttled(obs: Observed) -> bool:
+            clients = obs.to_status().get("clients", {})
+            top = {c.get("user"): c for c in clients.get("top", [])}
+            return obs.throttled and all(top.get(n, {}).get("produceThrottleTimeMs", 0) > 0 for n in names)
+
+        on = wait_all(watches, admin, entity, [P], both_throttled, THROTTLED_WITHIN + 15, "both users throttled")
+        for name, (_, obs) in on.items():
+            status = obs.to_status()
+            assert status["clients"]["active"] >= 2, name
+            # Each user has its own bucket of the default quota: the total is about two quotas' worth.
+            assert status["total"]["produceByteRate"] > QUOTA_BYTES, name
+        report("users/<default>", on, None)
+    finally:
+        for load in loads:
+            if load.is_alive():
+                load.finish()
+        delete_quota(kafka, args, P)
+
+
+def test_controller_mutation_quota_throttles_topic_creation(
+    kafka: KafkaCluster, admin: QuotaAdmin, watches: list[Watch], scram_user: tuple[str, str]
+) -> None:
+    """librdkafka sends CreateTopics v4, which the broker throttles by delaying the answer (no error); on KRaft the
+    ControllerMutation throttle-time stays NaN, so kquota reads the token bucket's debt (domain/observed.py)."""
+    user, password = scram_user
+    entity = Entity.for_user(user)
+    set_quota(kafka, admin, ["--entity-type", "users", "--entity-name", user], entity, controller_mutation_rate=1)
+    client_throttles: list[float] = []
+    config: dict[str, Any] = {
+        **kafka.client_config(user, password),
+        "throttle_cb": lambda e: client_throttles.append(e.throttle_time),
+    }
+    client = AdminClient(config)
+    created: list[str] = []
+    start = time.monotonic()
+    on: dict[str, tuple[float, Observed]] = {}
+    try:
+        # Each topic is 5 partition mutations against a rate of 1/s: the bucket runs dry after a couple.
+        while time.monotonic() - start < THROTTLED_WITHIN and len(on) < len(watches):
+            name = unique_name("cmq")
+            for future in client.create_topics([NewTopic(name, 5, 1)], request_timeout=30).values():
+                future.result()
+                created.append(name)
+            client.poll(0.1)
+            for watch in watches:
+                if watch.name not in on:
+                    obs = observed(watch, admin, entity, [M])
+                    watch.history.append((round(time.monotonic() - start, 1), obs.to_status()))
+                    if obs.throttled:
+                        on[watch.name] = (time.monotonic() - start, obs)
+        tails = {w.name: w.history[-2:] for w in watches}
+        assert set(on) == {w.name for w in watches}, f"not throttled in time: {sorted(on)}; {tails}"
+        client.poll(0.5)
+        assert client_throttles and max(client_throttles) > 0, "the broker never delayed a topic creation"
+        for name, (_, obs) in on.items():
+            total = obs.to_status()["total"]
+            assert total["mutationThrottleTimeMs"] > 0 and total["mutationRate"] > 0, (name, total)
+            assert total["mutationTokens"] < 0, (name, total)
+        report("controller mutation", on, None)
+    finally:
+        if created:
+            AdminClient(kafka.client_config()).delete_topics(created, request_timeout=30)
