@@ -34,7 +34,6 @@ from kquota.kafka.quotas import ConnectionSettings, QuotaAdmin
 from tests.harness.kafka_cluster import KafkaCluster
 from tests.harness.prometheus import Prometheus
 from tests.harness.pytest_kafka import unique_name
-from tests.harness.pytest_prometheus import prometheus  # noqa: F401 - fixture, until conftest lists the plugin
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -178,7 +177,7 @@ def admin(kafka: KafkaCluster) -> Iterator[QuotaAdmin]:
 
 
 @pytest.fixture
-def watches(kafka: KafkaCluster, prometheus: Prometheus) -> list[Watch]:  # noqa: F811 - the imported fixture
+def watches(kafka: KafkaCluster, prometheus: Prometheus) -> list[Watch]:
     return [
         Watch("scrape", ScrapeSource([b.metrics_url for b in kafka.brokers], timeout=5)),
         Watch("prometheus", PrometheusSource(prometheus.url, timeout=10)),

@@ -20,14 +20,14 @@ from pydantic import ValidationError
 
 from kquota.api.clientquota import ClientQuota
 from kquota.api.controllermutationquota import ControllerMutationQuota
-from kquota.api.kafkacluster import KafkaCluster
+from kquota.api.kafkacluster import KafkaCluster, duration_seconds
 from kquota.api.topicquota import TopicQuota
 from kquota.domain.desired import desired_entries, entity_of, topic_budget
 from kquota.domain.plan import Protection, ResourceRef, UnmanagedPolicy
 from kquota.domain.tenancy import Grant
 from kquota.k8s.api import Kube, SecretNotFound
 from kquota.kafka.quotas import ConnectionSettings
-from kquota.reconcile.records import ClusterConfig, ResourceRecord
+from kquota.reconcile.records import ClusterConfig, MetricsConfig, ResourceRecord
 from kquota.reconcile.settings import OperatorSettings
 
 #: Quota kinds the reconciler manages -> their plural.
@@ -141,7 +141,16 @@ async def cluster_config(body: Mapping[str, Any], kube: Kube, settings: Operator
         )
     )
     policy = UnmanagedPolicy(spec.unmanaged.policy) if spec.unmanaged else UnmanagedPolicy.IGNORE
+    metrics = None
+    if spec.metrics and (spec.metrics.prometheus_url or spec.metrics.broker_endpoints):
+        metrics = MetricsConfig(
+            prometheus_url=str(spec.metrics.prometheus_url) if spec.metrics.prometheus_url else None,
+            broker_endpoints=tuple(str(u) for u in spec.metrics.broker_endpoints or ()),
+            window_seconds=duration_seconds(spec.metrics.window),
+            near_limit_percent=spec.metrics.near_limit_percent,
+        )
     return ClusterConfig(
+        metrics=metrics,
         name=cluster.metadata.name or "",
         connection=ConnectionSettings(**conn),
         grants=grants,

@@ -34,6 +34,17 @@ from typing import Any
 
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.mutation import WINDOW_NUM, WINDOW_SIZE, ControllerWindow, check_burst, window_from_configs
+from kquota.domain.observed import (
+    NEAR_LIMIT,
+    THROTTLED,
+    Observed,
+    TopicObserved,
+    attribute,
+    needs_observed_write,
+    observe,
+    observe_topic,
+    previous_near_limit,
+)
 from kquota.domain.plan import (
     ClaimResolution,
     DesiredEntry,
@@ -49,6 +60,8 @@ from kquota.domain.tenancy import denied
 from kquota.domain.topics import TopicLayout, allowance, client_quota
 from kquota.k8s.api import Kube, ObjectRef, SecretNotFound, gather_limited
 from kquota.k8s.ledger import LedgerStore
+from kquota.kafka.metrics import MetricsSource, read_quota_metrics
+from kquota.kafka.metrics import source_for as metrics_source_for
 from kquota.kafka.quotas import EntityAlteration, KafkaUnavailable, QuotaAdmin
 from kquota.kafka.quotas import QuotaOp as AdapterOp
 from kquota.reconcile import metrics
@@ -89,6 +102,18 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
+def _flipped_true(
+    prev: Mapping[str, Any] | None, new: Mapping[str, Any], types: tuple[str, ...]
+) -> list[Mapping[str, Any]]:
+    """Conditions of ``types`` that are True in ``new`` and were not True in ``prev``."""
+    before = {c.get("type"): c.get("status") for c in (prev or {}).get("conditions") or []}
+    return [
+        c
+        for c in new.get("conditions") or []
+        if c.get("type") in types and c.get("status") == "True" and before.get(c.get("type")) != "True"
+    ]
+
+
 def _to_adapter(changes: Iterable[EntityChange]) -> list[EntityAlteration]:
     return [EntityAlteration(c.entity, tuple(AdapterOp(op.key, op.value) for op in c.ops)) for c in changes]
 
@@ -118,6 +143,13 @@ class ClusterReconciler:
         self._cluster_object = cluster_object
         self._cluster_written: Mapping[str, Any] | None = None
         self._windows: tuple[float, dict[int, ControllerWindow]] | None = None
+        # Observed metrics: the source (kept: the scrape source remembers readings),
+        # the latest observation per resource, and when status.observed was written.
+        self._metrics_src: MetricsSource | None = None
+        self._metrics_read_at = 0.0
+        self._observed: dict[str, Observed | TopicObserved] = {}
+        self._observed_written: dict[str, float] = {}
+        self._wait = settings.drift_interval
         self._admin: QuotaAdmin | None = None
         self._admin_conn: object | None = None
         self._wake = asyncio.Event()
@@ -156,7 +188,7 @@ class ClusterReconciler:
         while stopped is None or not stopped.is_set():
             # On timeout this is the drift check: a pass with nothing changed on our side.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=self.settings.drift_interval)
+                await asyncio.wait_for(self._wake.wait(), timeout=self._wait)
             if self.settings.coalesce_seconds:
                 await asyncio.sleep(self.settings.coalesce_seconds)
             self._wake.clear()
@@ -341,6 +373,7 @@ class ClusterReconciler:
                 outcome = self._with_topic_enforcement(rec, outcome, topic_extra.get(rec.ref.uid, {}))
             outcomes[rec.ref.uid] = outcome
         report.outcomes = outcomes
+        await self._observe(cfg, claimers, records, live_after)
         report.status_writes = await self._write_statuses(records, outcomes)
         await self._write_cluster_status(Reason.APPLIED, f"connected; {len(brokers)} broker(s)", len(brokers))
         self._resolve_release_waiters(records, ledger, claims.holders)
@@ -508,12 +541,108 @@ class ClusterReconciler:
         conditions = (("BurstSufficient", *check.condition),) if check.condition else ()
         return dataclasses.replace(outcome, extra={"burst": check.status}, extra_conditions=conditions)
 
+    # -- observed metrics --------------------------------------------------------------
+
+    async def _observe(
+        self,
+        cfg: ClusterConfig,
+        claimers: list[ResourceRecord],
+        records: list[ResourceRecord],
+        live: Mapping[Entity, Mapping[QuotaKey, float]],
+    ) -> None:
+        """Read the brokers' quota metrics (at most every metrics_interval) and attribute them to resources."""
+        if cfg.metrics is None:
+            self._wait = self.settings.drift_interval
+            self._observed.clear()
+            return
+        # Passes come at least this often while metrics are configured, so
+        # Throttled flips show up without waiting for a change or drift check.
+        self._wait = min(self.settings.drift_interval, self.settings.metrics_interval)
+        now = time.monotonic()
+        if now - self._metrics_read_at < self.settings.metrics_interval * 0.9:
+            return
+        self._metrics_read_at = now
+        m = cfg.metrics
+        self._metrics_src = metrics_source_for(m.prometheus_url, m.broker_endpoints, previous=self._metrics_src)
+        if self._metrics_src is None:
+            return
+        reading = await asyncio.to_thread(read_quota_metrics, self._metrics_src, m.window_seconds)
+        attribution = attribute(reading, live)
+        seen = set()
+        for rec in claimers:
+            uid = rec.ref.uid
+            if rec.ref.kind in ("ClientQuota", "ControllerMutationQuota") and len(rec.entries) == 1:
+                entity, values = rec.entries[0]
+                prev = self._written.get(uid) or rec.status
+                obs = observe(attribution, entity, values.keys(), m.near_limit_percent, previous_near_limit(prev))
+                if obs is not None:
+                    self._observed[uid] = obs
+                    seen.add(uid)
+        for rec in records:
+            if rec.ref.kind == "TopicQuota" and rec.extras.get("topic") and rec.extras.get("enforcement") == "Monitor":
+                topic_obs = observe_topic(reading, rec.extras["topic"], rec.extras["budget"], m.near_limit_percent)
+                self._observed[rec.ref.uid] = topic_obs
+                seen.add(rec.ref.uid)
+        for uid in set(self._observed) - seen:
+            del self._observed[uid]
+
+    def _with_observed(self, rec: ResourceRecord, outcome: Outcome, prev: Mapping[str, Any]) -> Outcome:
+        """Add status.observed and its conditions, writing new numbers only at a bounded rate."""
+        obs = self._observed.get(rec.ref.uid)
+        if obs is None:
+            return outcome
+        prev_conditions = {c.get("type"): c for c in prev.get("conditions") or [] if isinstance(c, Mapping)}
+        if isinstance(obs, TopicObserved):
+            topic_status: Any = obs.to_status()
+            over = [k.value for k, share in sorted(obs.shares().items()) if share > 1]
+            cond = (
+                ("OverBudget", "True", "BudgetExceeded", f"the topic's traffic exceeds its budget: {', '.join(over)}")
+                if over
+                else ("OverBudget", "False", "WithinBudget", "the topic's traffic is within its budget")
+            )
+            if prev.get("observed") is not None and not self._observed_due(rec.ref.uid, cond, prev_conditions):
+                topic_status = prev["observed"]
+            else:
+                self._observed_written[rec.ref.uid] = time.monotonic()
+            return dataclasses.replace(
+                outcome,
+                extra={**outcome.extra, "observed": topic_status},
+                extra_conditions=(*outcome.extra_conditions, cond),
+            )
+        since = self._observed_written.get(rec.ref.uid)
+        elapsed = None if since is None else time.monotonic() - since
+        status: Any
+        if needs_observed_write(prev.get("observed"), obs, elapsed, self.settings.observed_min_interval):
+            self._observed_written[rec.ref.uid] = time.monotonic()
+            status = obs.to_status()
+            conds = tuple((c.type, c.status, c.reason, c.message) for c in obs.conditions())
+        else:
+            status = prev.get("observed")
+            conds = tuple(
+                (c["type"], c["status"], c["reason"], c["message"])
+                for t in (THROTTLED, NEAR_LIMIT)
+                if (c := prev_conditions.get(t)) is not None
+            )
+        return dataclasses.replace(
+            outcome, extra={**outcome.extra, "observed": status}, extra_conditions=(*outcome.extra_conditions, *conds)
+        )
+
+    def _observed_due(
+        self, uid: str, cond: tuple[str, str, str, str], prev_conditions: Mapping[Any, Mapping[str, Any]]
+    ) -> bool:
+        old = prev_conditions.get(cond[0])
+        if old is None or old.get("status") != cond[1]:
+            return True
+        since = self._observed_written.get(uid)
+        return since is None or time.monotonic() - since >= self.settings.observed_min_interval
+
     # -- status, events, waiters ---------------------------------------------------
 
     async def _write_statuses(self, records: list[ResourceRecord], outcomes: Mapping[str, Outcome]) -> int:
         now = _now()
         writes = []
         events = []
+        flips: list[tuple[ResourceRecord, Mapping[str, Any]]] = []
         live_uids = set()
         for rec in records:
             live_uids.add(rec.ref.uid)
@@ -523,6 +652,7 @@ class ClusterReconciler:
             # kquota is the only writer of these fields: what it wrote last is newer
             # than a watch event that may not have arrived yet.
             prev = self._written.get(rec.ref.uid) or rec.status
+            outcome = self._with_observed(rec, outcome, prev)
             new = render_status(prev, rec.generation, outcome, rec.display, self.name, now)
             if not needs_write(prev, new):
                 continue
@@ -530,6 +660,7 @@ class ClusterReconciler:
             old_ready = next((c for c in (prev or {}).get("conditions") or [] if c.get("type") == "Ready"), None)
             if old_ready is None or old_ready.get("reason") != outcome.reason.value:
                 events.append((rec, outcome))
+            flips.extend((rec, c) for c in _flipped_true(prev, new, ("Throttled", "OverBudget")))
         for uid in list(self._written):
             if uid not in live_uids:
                 del self._written[uid]
@@ -547,6 +678,10 @@ class ClusterReconciler:
         metrics.STATUS_WRITES.labels(self.name).inc(len(writes) - len(errors))
         await gather_limited(
             [self._event_for(rec, outcome) for rec, outcome in events], self.settings.status_concurrency
+        )
+        await gather_limited(
+            [self.kube.event(rec.object_ref, "Warning", c["type"], c["message"]) for rec, c in flips],
+            self.settings.status_concurrency,
         )
         return len(writes) - len(errors)
 

@@ -41,6 +41,16 @@ class ResourceRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class MetricsConfig:
+    """Where a cluster's quota metrics are read, over which window."""
+
+    prometheus_url: str | None
+    broker_endpoints: tuple[str, ...]
+    window_seconds: float
+    near_limit_percent: int
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterConfig:
     """A KafkaCluster resolved for use: connection with credentials, and policy."""
 
@@ -50,3 +60,4 @@ class ClusterConfig:
     grants: tuple[Grant, ...] | None = None
     protection: Protection = field(default_factory=Protection)
     policy: UnmanagedPolicy = UnmanagedPolicy.IGNORE
+    metrics: MetricsConfig | None = None

@@ -21,6 +21,10 @@ class OperatorSettings(BaseSettings):
         300.0, gt=0, description="How long a broker-rejected value waits before a retry."
     )
     status_concurrency: int = Field(16, ge=1, description="Status patches in flight at once.")
+    metrics_interval: float = Field(5.0, gt=0, description="Seconds between reads of the brokers' quota metrics.")
+    observed_min_interval: float = Field(
+        30.0, ge=0, description="Least seconds between status.observed writes whose conditions did not change."
+    )
     kopf_workers: int = Field(16, ge=1, description="Objects Kopf processes at once (finalizers, deletions).")
     protected_users: list[str] = Field(
         default_factory=list, description="Users never changed, in addition to each KafkaCluster's."
