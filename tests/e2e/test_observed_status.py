@@ -82,3 +82,103 @@ def test_producer_over_its_quota_shows_throttled_then_clears(stack: Stack, scram
     )
     print(f"Throttled=False {time.monotonic() - stopped:.1f}s after the producer stopped")
     stack.kube.kubectl("delete", "kafkacluster", name, "--timeout=30s")
+
+
+def metrics_cluster(stack: Stack) -> str:
+    name = f"observed-{uuid.uuid4().hex[:6]}"
+    stack.kube.kubectl(
+        "apply",
+        "-f",
+        "-",
+        input=json.dumps(
+            {
+                "apiVersion": "kquota.io/v1alpha1",
+                "kind": "KafkaCluster",
+                "metadata": {"name": name},
+                "spec": {
+                    "bootstrapServers": stack.kafka.bootstrap,
+                    "metrics": {"brokerEndpoints": [b.metrics_url for b in stack.kafka.brokers], "window": WINDOW},
+                },
+            }
+        ),
+    )
+    return name
+
+
+def test_topic_over_its_budget_is_flagged_in_monitor_mode(stack: Stack) -> None:
+    name = metrics_cluster(stack)
+    ns = stack.new_namespace()
+    topic = f"budget-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient(stack.kafka.client_config())
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    apply(
+        stack.kube,
+        {
+            "apiVersion": "kquota.io/v1alpha1",
+            "kind": "TopicQuota",
+            "metadata": {"name": "orders", "namespace": ns},
+            "spec": {
+                "clusterRef": name,
+                "topic": {"name": topic},
+                "budget": {"producerByteRate": 20_000},
+                "enforcement": "Monitor",
+            },
+        },
+    )
+
+    def over() -> dict[str, Any] | None:
+        obj = get(stack.kube, "topicquota", ns, "orders")
+        return obj if condition(obj, "OverBudget").get("status") == "True" else None
+
+    load = ProducerLoad(stack.kafka.client_config(), topic, rate=200_000)
+    load.start()
+    try:
+        obj = wait_for(
+            over, 60, "OverBudget=True", on_timeout=lambda: json.dumps(get(stack.kube, "topicquota", ns, "orders"))
+        )
+        assert obj["status"]["observed"]["bytesInPerSec"] > 20_000, obj["status"]["observed"]
+        assert '"reason": "OverBudget"' in stack.kube.kubectl("get", "events", "-n", ns, "-o", "json").stdout
+    finally:
+        load.finish()
+    stack.kube.kubectl("delete", "kafkacluster", name, "--timeout=30s")
+
+
+def test_controller_mutation_throttling_shows_in_status(stack: Stack) -> None:
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic as KNewTopic
+    from kafka.errors import KafkaError
+
+    name = metrics_cluster(stack)
+    ns = stack.new_namespace()
+    client_id = f"mutator-{uuid.uuid4().hex[:6]}"
+    apply(
+        stack.kube,
+        {
+            "apiVersion": "kquota.io/v1alpha1",
+            "kind": "ControllerMutationQuota",
+            "metadata": {"name": "m", "namespace": ns},
+            "spec": {"clusterRef": name, "entity": {"clientId": {"name": client_id}}, "rate": 1},
+        },
+    )
+    wait_for(
+        lambda: condition(get(stack.kube, "controllermutationquota", ns, "m")).get("reason") == "Applied", 30, "applied"
+    )
+    admin = KafkaAdminClient(bootstrap_servers=stack.kafka.bootstrap, client_id=client_id)
+    throttled_by_broker = False
+
+    def throttled() -> dict[str, Any] | None:
+        nonlocal throttled_by_broker
+        try:
+            admin.create_topics([KNewTopic(f"{client_id}-{uuid.uuid4().hex[:4]}", 20, 1)])
+        except KafkaError as exc:
+            throttled_by_broker |= type(exc).__name__ == "ThrottlingQuotaExceededError"
+        obj = get(stack.kube, "controllermutationquota", ns, "m")
+        return obj if condition(obj, "Throttled").get("status") == "True" else None
+
+    try:
+        obj = wait_for(throttled, 60, "Throttled=True on the ControllerMutationQuota", interval=1.0)
+    finally:
+        admin.close()
+    assert throttled_by_broker, "the broker answered THROTTLING_QUOTA_EXCEEDED"
+    assert obj["status"]["observed"], obj["status"]
+    stack.kube.kubectl("delete", "kafkacluster", name, "--timeout=30s")
