@@ -12,6 +12,7 @@ import sys
 import tracemalloc
 from typing import Any
 
+import aiohttp
 import kopf
 from prometheus_client import start_http_server
 
@@ -49,9 +50,29 @@ def _logging(settings: OperatorSettings, verbose: bool) -> None:
 
 
 @kopf.on.login()
-def _login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-    # In a Pod: the ServiceAccount; elsewhere: $KUBECONFIG (set from --kubeconfig).
-    return kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+async def _login(**kwargs: Any) -> kopf.AiohttpSession | None:
+    """In a Pod the ServiceAccount, elsewhere $KUBECONFIG (set from --kubeconfig).
+
+    Kopf's own session allows unlimited connections: when thousands of objects
+    arrive at once it opens one per object (a 256 KiB TLS buffer each), which
+    is where an operator's memory goes. A session with a bounded connector
+    queues those requests instead. (Kopf's worker_limit cannot be used for this:
+    workers wait for every index to fill, so a limit deadlocks the start.)
+    """
+    info = kopf.login_with_service_account(**kwargs) or kopf.login_with_kubeconfig(**kwargs)
+    if info is None:
+        return None
+    session = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=handlers.Runtime.settings.api_connections, ssl=info.as_ssl_context()),
+        headers=info.as_http_headers(),
+        auth=info.as_aiohttp_basic_auth(),
+    )
+    return kopf.AiohttpSession(
+        server=info.server,
+        default_namespace=info.default_namespace,
+        expiration=info.expiration,
+        aiohttp_session=session,
+    )
 
 
 def _limit_malloc_arenas(arenas: int = 2) -> None:

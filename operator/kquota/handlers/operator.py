@@ -68,10 +68,6 @@ async def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.networking.request_timeout = 60
-    # Without a limit Kopf handles every object at once: 10,000 new resources
-    # would open thousands of API connections (each with a 256 KiB TLS buffer)
-    # and flood the API server. The reconciler batches anyway.
-    settings.batching.worker_limit = Runtime.settings.kopf_workers
     Runtime.kube = Kube(await connect(Runtime.settings.kubeconfig))
 
 

@@ -25,7 +25,9 @@ class OperatorSettings(BaseSettings):
     observed_min_interval: float = Field(
         30.0, ge=0, description="Least seconds between status.observed writes whose conditions did not change."
     )
-    kopf_workers: int = Field(16, ge=1, description="Objects Kopf processes at once (finalizers, deletions).")
+    api_connections: int = Field(
+        32, ge=1, description="Most connections Kopf opens to the API server (each holds a TLS buffer)."
+    )
     protected_users: list[str] = Field(
         default_factory=list, description="Users never changed, in addition to each KafkaCluster's."
     )
