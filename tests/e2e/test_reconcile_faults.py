@@ -7,6 +7,7 @@ test) and its own operator, on the session's API server.
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -52,11 +53,16 @@ def test_operator_killed_mid_apply_converges_after_restart(own_stack: Stack) -> 
         client_quota(ns, f"q{i}", {"user": {"name": f"{prefix}{i}"}}, {"producerByteRate": 1000 + i})
         for i in range(1000)
     ]
-    apply_many(stack.kube, quotas, chunk=250)
-    # Kill as soon as the first quotas land, while the rest are still on their way.
+    # Resources keep arriving in small chunks while the operator applies them;
+    # it is killed as soon as the first quotas land, so the kill is mid-apply
+    # however fast this machine is, and the rest arrive while it is down.
+    creator = threading.Thread(target=apply_many, args=(stack.kube, quotas, 50), daemon=True)
+    creator.start()
     wait_for(lambda: len(owned_users(stack, prefix)) > 0, 60, "the first quotas on the broker", interval=0.05)
     stack.operator.kill()
     applied_at_kill = len(owned_users(stack, prefix))
+    creator.join(300)
+    assert not creator.is_alive()
     assert 0 < applied_at_kill < 1000, f"the kill did not land mid-apply ({applied_at_kill} applied)"
 
     # While it is down: delete 100 resources and change 100 others.
