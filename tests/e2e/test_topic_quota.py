@@ -55,10 +55,13 @@ def topic_quota(
 
 
 def create_topic(stack: Stack, partitions: int) -> str:
+    """A topic whose leaders are spread evenly over brokers 1-3 (explicit assignment, preferred leader first)."""
     topic = f"t-{uuid.uuid4().hex[:8]}"
+    rotations = ([1, 2, 3], [2, 3, 1], [3, 1, 2])
+    assignment = {p: rotations[p % 3] for p in range(partitions)}
     admin = KafkaAdminClient(bootstrap_servers=stack.kafka.bootstrap)
     try:
-        admin.create_topics([NewTopic(topic, partitions, 3)])
+        admin.create_topics([NewTopic(topic, replica_assignments=assignment)])
     finally:
         admin.close()
     return topic
