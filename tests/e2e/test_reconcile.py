@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from kquota.domain.entities import Entity, QuotaKey
+from kquota.domain.manifests import entity_spec
 from tests.e2e.conftest import Stack
 from tests.harness.operator_proc import apply, client_quota, condition, get, wait_for
 
@@ -22,21 +23,6 @@ CONN = QuotaKey.CONNECTION_CREATION_RATE
 
 def uniq(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def name_or_default(value: str | None) -> dict[str, Any]:
-    return {"default": True} if value is None else {"name": value}
-
-
-def spec_entity(entity: Entity) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if entity.has_user:
-        out["user"] = name_or_default(entity.user)
-    if entity.has_client_id:
-        out["clientId"] = name_or_default(entity.client_id)
-    if entity.has_ip:
-        out["ip"] = name_or_default(entity.ip)
-    return out
 
 
 def kafka_configs_describe(stack: Stack, entity: Entity) -> str:
@@ -120,7 +106,7 @@ def test_create_modify_delete_delete_again(stack: Stack, form: str) -> None:
     first_broker = {CONN: 20.0} if ip else {P: 1048576.0, R: 50.0}
     before = {e: v for e, v in stack.broker_quotas().items() if e != entity}
 
-    apply(stack.kube, client_quota(ns, name, spec_entity(entity), first))
+    apply(stack.kube, client_quota(ns, name, entity_spec(entity), first))
     wait_broker(stack, entity, first_broker)
     obj = wait_ready(stack, ns, name, reason="Applied")
     assert obj["status"]["applied"]["values"] == {k.value: v for k, v in first_broker.items()}
@@ -131,7 +117,7 @@ def test_create_modify_delete_delete_again(stack: Stack, form: str) -> None:
 
     second = {"connectionCreationRate": 40} if ip else {"producerByteRate": 2048, "consumerByteRate": "4Ki"}
     second_broker = {CONN: 40.0} if ip else {P: 2048.0, C: 4096.0}
-    apply(stack.kube, client_quota(ns, name, spec_entity(entity), second))
+    apply(stack.kube, client_quota(ns, name, entity_spec(entity), second))
     wait_broker(stack, entity, second_broker)
     wait_ready(stack, ns, name, reason="Applied")
 
