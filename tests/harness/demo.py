@@ -24,8 +24,8 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 
 
-def _examples_for(bootstrap: str, workdir: Path) -> tuple[Path, str]:
-    """Copy examples/ with the KafkaCluster's bootstrap servers set to the local broker."""
+def _examples_for(bootstrap: str, workdir: Path, metrics: list[str]) -> tuple[Path, str]:
+    """Copy examples/ with the KafkaCluster pointed at the local broker and its metrics endpoint."""
     out = workdir / "examples"
     out.mkdir()
     cluster_name = "local"
@@ -34,6 +34,7 @@ def _examples_for(bootstrap: str, workdir: Path) -> tuple[Path, str]:
         for doc in docs:
             if doc.get("kind") == "KafkaCluster":
                 doc["spec"]["bootstrapServers"] = bootstrap
+                doc["spec"]["metrics"] = {"brokerEndpoints": metrics, "window": "30s"}
                 cluster_name = doc["metadata"]["name"]
         (out / src.name).write_text(yaml.safe_dump_all(docs, sort_keys=False))
     return out, cluster_name
@@ -89,7 +90,7 @@ def run(keep_running: bool = True) -> int:
         print(f"{kube.server}\nexport KUBECONFIG={kube.kubeconfig}")
         kube.apply_crds()
         ensure_ledger_namespace(kube)
-        examples, cluster = _examples_for(kafka.bootstrap, workdir)
+        examples, cluster = _examples_for(kafka.bootstrap, workdir, [b.metrics_url for b in kafka.brokers])
         _create_example_topics(kafka.bootstrap, examples)
         _banner(f"starting the operator (default cluster {cluster!r})")
         operator = OperatorProcess(kube, workdir / "operator", default_cluster=cluster, drift_interval=10).start()
@@ -106,6 +107,10 @@ def run(keep_running: bool = True) -> int:
         print(f"all ClientQuotas Ready after {time.monotonic() - start:.1f}s")
         _banner("kubectl get kquota -A")
         print(kube.kubectl("get", "kquota", "-A").stdout)
+        for kind, name in (("clientquota", "alice"), ("topicquota", "payments")):
+            _banner(f"status of {kind} team-a/{name}")
+            obj = json.loads(kube.kubectl("get", kind, name, "-n", "team-a", "-o", "json").stdout)
+            print(yaml.safe_dump({"status": obj.get("status")}, sort_keys=False).rstrip())
         _banner("what Kafka says: kafka-configs --describe (users, user+client pairs, clients, ips)")
         for args in (
             ["--entity-type", "users"],
