@@ -23,7 +23,6 @@ Safety rules kept here:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import datetime as dt
 import logging
@@ -157,6 +156,8 @@ class ClusterReconciler:
         self._ledger: Ledger | None = None
         self._rejections: dict[Entity, _Rejection] = {}
         self._written: dict[str, Mapping[str, Any]] = {}
+        #: (generation, outcome) whose status is known to be on the object: no need to render again.
+        self._rendered: dict[str, tuple[int, Outcome]] = {}
         self._release_waiters: dict[str, list[asyncio.Future[None]]] = {}
         self.passes = 0
 
@@ -187,8 +188,11 @@ class ClusterReconciler:
         self.trigger()
         while stopped is None or not stopped.is_set():
             # On timeout this is the drift check: a pass with nothing changed on our side.
-            with contextlib.suppress(TimeoutError):
+            try:
                 await asyncio.wait_for(self._wake.wait(), timeout=self._wait)
+            except TimeoutError:
+                # Re-render every status too, in case someone edited one by hand.
+                self._rendered.clear()
             if self.settings.coalesce_seconds:
                 await asyncio.sleep(self.settings.coalesce_seconds)
             self._wake.clear()
@@ -649,14 +653,20 @@ class ClusterReconciler:
             outcome = outcomes.get(rec.ref.uid)
             if outcome is None or rec.deleting:
                 continue
+            # Most resources are unchanged in most passes: skip rendering them.
+            # (Observed metrics change on their own, so those always render.)
+            memo = (rec.generation, outcome)
+            if self._rendered.get(rec.ref.uid) == memo and rec.ref.uid not in self._observed:
+                continue
             # kquota is the only writer of these fields: what it wrote last is newer
             # than a watch event that may not have arrived yet.
             prev = self._written.get(rec.ref.uid) or rec.status
             outcome = self._with_observed(rec, outcome, prev)
             new = render_status(prev, rec.generation, outcome, rec.display, self.name, now)
             if not needs_write(prev, new):
+                self._rendered[rec.ref.uid] = memo
                 continue
-            writes.append((rec, new))
+            writes.append((rec, new, memo[1]))
             old_ready = next((c for c in (prev or {}).get("conditions") or [] if c.get("type") == "Ready"), None)
             if old_ready is None or old_ready.get("reason") != outcome.reason.value:
                 events.append((rec, outcome))
@@ -664,14 +674,18 @@ class ClusterReconciler:
         for uid in list(self._written):
             if uid not in live_uids:
                 del self._written[uid]
+        for uid in list(self._rendered):
+            if uid not in live_uids:
+                del self._rendered[uid]
         if not writes:
             return 0
 
-        async def write(rec: ResourceRecord, status: dict[str, Any]) -> None:
+        async def write(rec: ResourceRecord, status: dict[str, Any], outcome: Outcome) -> None:
             if await self.kube.patch_status(rec.object_ref, status):
                 self._written[rec.ref.uid] = status
+                self._rendered[rec.ref.uid] = (rec.generation, outcome)
 
-        results = await gather_limited([write(r, s) for r, s in writes], self.settings.status_concurrency)
+        results = await gather_limited([write(r, s, o) for r, s, o in writes], self.settings.status_concurrency)
         errors = [r for r in results if isinstance(r, BaseException)]
         for err in errors[:3]:
             log.warning("cluster %s: status write failed: %s", self.name, err)
