@@ -121,8 +121,13 @@ def test_client_quotas_follow_leadership_and_other_modes_are_honest(stack3: Stac
         "client quotas from the balanced layout",
         on_timeout=lambda: json.dumps(status_of(stack, ns, "enforced")),
     )
+    # Status is written after the brokers are changed, in the same pass: wait for it.
+    wait_for(
+        lambda: condition(status_of(stack, ns, "enforced"), "Enforced").get("status") == "True",
+        30,
+        "Enforced=True in status",
+    )
     obj = status_of(stack, ns, "enforced")
-    assert condition(obj, "Enforced")["status"] == "True"
     assert obj["status"]["allowance"]["partitions"] == 6
     assert sum(b["leaders"] for b in obj["status"]["allowance"]["brokers"].values()) == 6
 
