@@ -16,6 +16,7 @@ pytest_plugins = [
     "tests.harness.pytest_kube",
     "tests.harness.pytest_kafka",
     "tests.harness.pytest_prometheus",
+    "tests.harness.pytest_resilience",
 ]
 
 
