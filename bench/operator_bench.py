@@ -7,7 +7,11 @@ Measures, for each N in --sizes:
      until the broker has the new value (p50/p99 over --changes changes);
   3. drift correction latency: an out-of-band change to an owned key, time until
      the operator restored it (bounded by the drift interval when idle);
-  4. the operator's resident memory (current and peak) and CPU seconds.
+  4. the operator's resident memory (current and peak) and CPU seconds;
+  5. the operator alone: with the N resources in place, the operator stopped,
+     the broker's quotas and the ledger wiped, time from starting the operator
+     to all N on the broker (its own throughput, without kubectl creating
+     objects in the API server, which bounds measure 1 at large N).
 Baselines in the same run: Kafka's own kafka-configs (ConfigCommand), one
 entity at a time, and kquota's own adapter sending one request per resource.
 
@@ -33,7 +37,12 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from tests.harness.kafka_cluster import KafkaCluster
 from tests.harness.kube_apiserver import KubeAPIServer
-from tests.harness.operator_proc import OperatorProcess, ensure_ledger_namespace, kafka_cluster_manifest
+from tests.harness.operator_proc import (
+    LEDGER_NAMESPACE,
+    OperatorProcess,
+    ensure_ledger_namespace,
+    kafka_cluster_manifest,
+)
 
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.kafka.quotas import ConnectionSettings, EntityAlteration, QuotaAdmin, QuotaOp
@@ -66,6 +75,9 @@ class SizeResult:
     cpu_seconds: float = 0.0
     status_writes: float = 0.0
     passes: float = 0.0
+    narrow_passes: float = 0.0
+    operator_only_seconds: float = 0.0
+    operator_only_per_second: float = 0.0
 
 
 def _proc_stats(pid: int) -> tuple[float, float, float]:
@@ -118,9 +130,18 @@ def _count_ready(api: k8s.CustomObjectsApi, ns: str) -> int:
             return ready
 
 
-def _on_broker(admin: QuotaAdmin, n: int) -> int:
+def _on_broker(admin: QuotaAdmin, expected: dict[int, float]) -> int:
+    """How many of the bench users have their expected producer rate on the broker."""
     live = admin.describe_all()
-    return sum(1 for i in range(n) if live.get(Entity.for_user(f"bench-{i}"), {}).get(P) == 1000.0 + i)
+    return sum(1 for i, want in expected.items() if live.get(Entity.for_user(f"bench-{i}"), {}).get(P) == want)
+
+
+def _wait_on_broker(admin: QuotaAdmin, expected: dict[int, float], timeout: float = 900) -> None:
+    deadline = time.monotonic() + timeout
+    while (done := _on_broker(admin, expected)) < len(expected):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{done} of {len(expected)} quotas on the broker after {timeout:.0f}s")
+        time.sleep(0.2)
 
 
 def run_size(n: int, changes: int, drift_runs: int, drift_interval: float, workdir: Path) -> SizeResult:
@@ -143,10 +164,10 @@ def run_size(n: int, changes: int, drift_runs: int, drift_interval: float, workd
         api = k8s.CustomObjectsApi()
         _, _, cpu0 = _proc_stats(pid)
 
+        expected = {i: 1000.0 + i for i in range(n)}
         res.create_seconds = _create_all(kube, ns, n)
         last_create = time.monotonic()
-        while _on_broker(admin, n) < n:
-            time.sleep(0.2)
+        _wait_on_broker(admin, expected)
         res.broker_seconds_after_last_create = time.monotonic() - last_create
         while _count_ready(api, ns) < n:
             time.sleep(0.5)
@@ -169,6 +190,7 @@ def run_size(n: int, changes: int, drift_runs: int, drift_interval: float, workd
             while admin.describe_entity(entity).get(P) != float(value):
                 time.sleep(0.005)
             latencies.append(time.monotonic() - t0)
+            expected[i] = float(value)
         if latencies:
             latencies.sort()
             res.latency_p50 = statistics.median(latencies)
@@ -183,6 +205,18 @@ def run_size(n: int, changes: int, drift_runs: int, drift_interval: float, workd
             while admin.describe_entity(entity).get(P) != want:
                 time.sleep(0.02)
             res.drift_seconds.append(round(time.monotonic() - t0, 3))
+        res.narrow_passes = operator.metric("kquota_reconcile_narrow_passes_total")
+
+        # 5. The operator alone, from a cold start with everything to do.
+        operator.stop()
+        live = admin.describe_all()
+        admin.alter([EntityAlteration(e, tuple(QuotaOp(k, None) for k in v)) for e, v in live.items()])
+        kube.kubectl("delete", "configmap", "-n", LEDGER_NAMESPACE, "-l", "kquota.io/ledger=bench")
+        t0 = time.monotonic()
+        operator.start(timeout=300)
+        _wait_on_broker(admin, expected)
+        res.operator_only_seconds = time.monotonic() - t0
+        res.operator_only_per_second = n / res.operator_only_seconds
         return res
     finally:
         admin.close()
@@ -251,7 +285,8 @@ def main() -> int:
     print(f"baseline kquota adapter, one request per resource: {naive_rate:8.1f} entities/s\n")
     header = (
         f"{'N':>7} {'create s':>9} {'broker s':>9} {'ready s':>8} {'ent/s':>8} {'x kc':>7} "
-        f"{'p50 s':>7} {'p99 s':>7} {'drift s':>14} {'RSS MiB':>8} {'peak':>6} {'CPU s':>6}"
+        f"{'p50 s':>7} {'p99 s':>7} {'drift s':>14} {'RSS MiB':>8} {'peak':>6} {'CPU s':>6} "
+        f"{'op-only s':>9} {'op ent/s':>9} {'x kc':>7}"
     )
     print(header)
     print("-" * len(header))
@@ -261,7 +296,9 @@ def main() -> int:
             f"{r.n:>7} {r.create_seconds:9.1f} {r.broker_seconds_after_last_create:9.2f} "
             f"{r.ready_seconds_after_last_create:8.2f} {r.throughput_per_second:8.1f} "
             f"{r.throughput_per_second / kc_rate:7.0f} {r.latency_p50 or 0:7.3f} {r.latency_p99 or 0:7.3f} "
-            f"{drift:>14} {r.rss_mib:8.1f} {r.rss_peak_mib:6.0f} {r.cpu_seconds:6.1f}"
+            f"{drift:>14} {r.rss_mib:8.1f} {r.rss_peak_mib:6.0f} {r.cpu_seconds:6.1f} "
+            f"{r.operator_only_seconds:9.2f} {r.operator_only_per_second:9.0f} "
+            f"{r.operator_only_per_second / kc_rate:7.0f}"
         )
     doc = {
         "machine": {"node": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version()},

@@ -194,9 +194,13 @@ def test_conflicting_resources_older_wins_and_newer_reports_conflict(stack: Stac
     first = wait_ready(stack, ns, "first", reason="Applied")
     # No flapping: repeated passes leave both statuses where they are.
     transition = condition(second)["lastTransitionTime"]
+    # The poke wakes a narrow pass (just this entity and both claimants); the
+    # drift timer adds full ones. Neither kind may flip the outcome.
     passes = stack.operator.metric("kquota_reconcile_passes_total")
+    narrow = stack.operator.metric("kquota_reconcile_narrow_passes_total")
     stack.kube.kubectl("annotate", "clientquota", "first", "-n", ns, "poke=1")
     wait_for(lambda: stack.operator.metric("kquota_reconcile_passes_total") >= passes + 2, 20, "two more passes")
+    assert stack.operator.metric("kquota_reconcile_narrow_passes_total") > narrow
     assert condition(get(stack.kube, "clientquota", ns, "second"))["lastTransitionTime"] == transition
     assert condition(first)["status"] == "True"
 

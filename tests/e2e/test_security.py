@@ -60,6 +60,14 @@ def apply_as(stack: Stack, identity: str, obj: dict[str, Any]) -> Any:
     )
 
 
+def team_applies(
+    stack: Stack, identity: str, ns: str, name: str, entity: dict[str, Any], rate: int, cluster: str
+) -> None:
+    """``identity`` writes a ClientQuota in ``ns``; the API server must accept it (kquota decides later)."""
+    result = apply_as(stack, identity, client_quota(ns, name, entity, {"producerByteRate": rate}, cluster=cluster))
+    assert result.returncode == 0, result.stderr
+
+
 def reason(stack: Stack, ns: str, name: str) -> str:
     return str(condition(get(stack.kube, "clientquota", ns, name)).get("reason", ""))
 
@@ -88,37 +96,16 @@ def test_teams_manage_only_the_principals_granted_to_their_namespace(stack: Stac
     grant_quota_rbac(stack, ns_b, "team-b")
     own, other = uniq("team-a-app"), uniq("team-b-app")
 
-    assert (
-        apply_as(
-            stack,
-            "team-a",
-            client_quota(ns_a, "own", {"user": {"name": own}}, {"producerByteRate": 1000}, cluster=name),
-        ).returncode
-        == 0
-    )
+    team_applies(stack, "team-a", ns_a, "own", {"user": {"name": own}}, 1000, name)
     wait_for(lambda: reason(stack, ns_a, "own") == "Applied", 30, "team-a's own quota applied")
     assert stack.broker_quotas()[Entity.for_user(own)] == {P: 1000.0}
 
     # Raising another team's limit from one's own namespace: refused by kquota.
-    assert (
-        apply_as(
-            stack,
-            "team-a",
-            client_quota(ns_a, "theirs", {"user": {"name": other}}, {"producerByteRate": 10**9}, cluster=name),
-        ).returncode
-        == 0
-    )
+    team_applies(stack, "team-a", ns_a, "theirs", {"user": {"name": other}}, 10**9, name)
     wait_for(lambda: reason(stack, ns_a, "theirs") == "NotPermitted", 30, "NotPermitted")
     assert other in condition(get(stack.kube, "clientquota", ns_a, "theirs"))["message"]
     # A default entity raises everyone's limit: not granted to team-a.
-    assert (
-        apply_as(
-            stack,
-            "team-a",
-            client_quota(ns_a, "everyone", {"user": {"default": True}}, {"producerByteRate": 10**9}, cluster=name),
-        ).returncode
-        == 0
-    )
+    team_applies(stack, "team-a", ns_a, "everyone", {"user": {"default": True}}, 10**9, name)
     wait_for(lambda: reason(stack, ns_a, "everyone") == "NotPermitted", 30, "default entity NotPermitted")
     live = stack.broker_quotas()
     assert Entity.for_user(other) not in live and live.get(Entity.for_user(None), {}).get(P) != 10**9
@@ -143,14 +130,7 @@ def test_teams_manage_only_the_principals_granted_to_their_namespace(stack: Stac
     assert widen.returncode != 0 and "forbidden" in widen.stderr.lower()
 
     # The grant owner (team-b) can set it.
-    assert (
-        apply_as(
-            stack,
-            "team-b",
-            client_quota(ns_b, "theirs", {"user": {"name": other}}, {"producerByteRate": 2000}, cluster=name),
-        ).returncode
-        == 0
-    )
+    team_applies(stack, "team-b", ns_b, "theirs", {"user": {"name": other}}, 2000, name)
     wait_for(lambda: stack.broker_quotas().get(Entity.for_user(other)) == {P: 2000.0}, 30, "team-b's quota applied")
     stack.kube.kubectl("delete", "kafkacluster", name, "--timeout=30s")
 

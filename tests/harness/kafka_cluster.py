@@ -4,7 +4,8 @@ r"""A real KRaft Kafka cluster built from Maven Central jars, for tests and the 
 logging backend and the Prometheus JMX exporter agent with Maven into the cache
 (``cache.root()/kafka-<version>``). ``KafkaCluster.start`` formats KRaft storage
 (with SCRAM credentials for the superuser ``admin``) and runs N combined
-broker+controller nodes on free loopback ports, each with three listeners:
+broker+controller nodes on free loopback ports, each with three listeners
+(five with ``tls=True``):
 
 * ``PLAINTEXT`` (``cluster.bootstrap``): no authentication, principal
   ``User:ANONYMOUS``. With ``authorizer=True`` ANONYMOUS is a super user too:
@@ -15,6 +16,19 @@ broker+controller nodes on free loopback ports, each with three listeners:
   SCRAM-SHA-512 and PLAIN (PLAIN knows only ``admin``, from the JAAS config).
   The quota ``user`` of a client is its SASL username.
 * ``CONTROLLER``: the KRaft quorum (static ``controller.quorum.voters``).
+* With ``KafkaCluster.start(..., tls=True)`` only (tests/harness/tls.py makes a
+  throwaway CA and a broker certificate for ``IP:127.0.0.1``/``DNS:localhost``
+  in ``<workdir>/tls``; ``cluster.ca_cert`` is the CA's PEM file):
+
+  * ``SSL`` (``cluster.ssl_bootstrap``): mutual TLS, ``ssl.client.auth=required``.
+    The principal is the client certificate's DN as Kafka prints it,
+    ``User:CN=kquota-operator,OU=platform`` for a certificate from
+    ``cluster.mint_client_cert("CN=kquota-operator,OU=platform")``.
+  * ``SASL_SSL`` (``cluster.sasl_ssl_bootstrap``): TLS without client
+    certificates plus SCRAM-SHA-256/512 (the same credentials as on
+    ``SASL_PLAINTEXT``; no PLAIN). The principal is the SASL username.
+
+  ``cluster.tls_client_config(...)`` gives confluent-kafka settings for both.
 
 Kafka 4.3.1 is the default; ``KQUOTA_KAFKA_VERSION`` selects another (3.9.x works:
 reload4j logging, ``kafka.admin.AclCommand``; 4.x: log4j2, ACL tool moved to
@@ -73,6 +87,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.harness import cache, procs
+from tests.harness.tls import BrokerTls, Credential
 
 DEFAULT_VERSION = os.environ.get("KQUOTA_KAFKA_VERSION", "4.3.1")
 JMX_EXPORTER_VERSION = "1.0.1"
@@ -88,7 +103,16 @@ _SLF4J_VERSION = "1.7.36"
 # serial collector, which is the cheapest on a two-core box.
 _BROKER_JVM = ["-Xmx512m", "-Xms256m", "-XX:+UseSerialGC", "-Djava.awt.headless=true"]
 # Command-line tools live for a second: skip C2 to start faster.
-_TOOL_JVM = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true"]
+#: The tools print entity names: UTF-8 whatever the locale (Java 17 reads sun.stdout.encoding,
+#: 19+ stdout.encoding), or a CJK or emoji name comes out as '???' under LANG=C.
+_TOOL_JVM = [
+    "-Xmx256m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-Djava.awt.headless=true",
+    "-Dsun.stdout.encoding=UTF-8",
+    "-Dstdout.encoding=UTF-8",
+]
 
 _SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
@@ -251,15 +275,21 @@ class Broker:
     data_dir: Path
     log: Path
     proc: procs.Process
+    #: TLS listeners' ports; 0 when the cluster was started without ``tls=True``.
+    ssl_port: int = 0
+    sasl_ssl_port: int = 0
 
     @property
     def ports(self) -> dict[str, int]:
-        return {
+        ports = {
             "PLAINTEXT": self.plaintext_port,
             "SASL_PLAINTEXT": self.sasl_port,
             "CONTROLLER": self.controller_port,
             "METRICS": self.metrics_port,
         }
+        if self.ssl_port:
+            ports |= {"SSL": self.ssl_port, "SASL_SSL": self.sasl_ssl_port}
+        return ports
 
     @property
     def bootstrap(self) -> str:
@@ -268,6 +298,14 @@ class Broker:
     @property
     def sasl_bootstrap(self) -> str:
         return f"127.0.0.1:{self.sasl_port}"
+
+    @property
+    def ssl_bootstrap(self) -> str:
+        return f"127.0.0.1:{self.ssl_port}"
+
+    @property
+    def sasl_ssl_bootstrap(self) -> str:
+        return f"127.0.0.1:{self.sasl_ssl_port}"
 
     @property
     def metrics_url(self) -> str:
@@ -291,6 +329,8 @@ class KafkaCluster:
     _tool_log_flags: list[str] = field(repr=False)
     #: Seconds from starting the JVMs to every broker being ready (format excluded).
     start_seconds: float = 0.0
+    #: The CA and keystore of the TLS listeners (``start(..., tls=True)``), else None.
+    tls: BrokerTls | None = field(default=None, repr=False)
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -302,6 +342,7 @@ class KafkaCluster:
         authorizer: bool = False,
         version: str = DEFAULT_VERSION,
         timeout: float = START_TIMEOUT,
+        tls: bool = False,
     ) -> KafkaCluster:
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
@@ -319,19 +360,23 @@ class KafkaCluster:
             admin_password=password,
             brokers=[],
             _tool_log_flags=tool_log_flags,
+            tls=BrokerTls.create(workdir) if tls else None,
         )
-        ports = [[procs.free_port() for _ in range(4)] for _ in range(brokers)]
-        if len({p for group in ports for p in group}) != 4 * brokers:
+        per_broker = 6 if tls else 4
+        ports = [[procs.free_port() for _ in range(per_broker)] for _ in range(brokers)]
+        if len({p for group in ports for p in group}) != per_broker * brokers:
             # free_port() can hand out a port twice when the OS recycles it quickly.
-            return cls.start(workdir, brokers, authorizer, version, timeout)
+            return cls.start(workdir, brokers, authorizer, version, timeout, tls)
         voters = ",".join(f"{i + 1}@127.0.0.1:{group[2]}" for i, group in enumerate(ports))
-        for i, (plain, sasl, ctrl, metrics) in enumerate(ports):
+        for i, (plain, sasl, ctrl, metrics, *tls_ports) in enumerate(ports):
             node_id = i + 1
             node_dir = workdir / f"node-{node_id}"
             data_dir = node_dir / "data"
             node_dir.mkdir(parents=True, exist_ok=True)
             config = node_dir / "server.properties"
-            config.write_text(cluster._server_properties(node_id, plain, sasl, ctrl, voters, data_dir, brokers))
+            config.write_text(
+                cluster._server_properties(node_id, plain, sasl, ctrl, voters, data_dir, brokers, tls_ports)
+            )
             log = node_dir / "broker.log"
             argv = [
                 "java",
@@ -344,7 +389,10 @@ class KafkaCluster:
                 str(config),
             ]
             proc = procs.Process(f"kafka-{node_id}", argv, log, cwd=node_dir)
-            cluster.brokers.append(Broker(node_id, plain, sasl, ctrl, metrics, config, data_dir, log, proc))
+            broker = Broker(node_id, plain, sasl, ctrl, metrics, config, data_dir, log, proc)
+            if tls_ports:
+                broker.ssl_port, broker.sasl_ssl_port = tls_ports
+            cluster.brokers.append(broker)
         cluster._format()
         started = time.monotonic()
         try:
@@ -361,7 +409,15 @@ class KafkaCluster:
         return str(self.home / "lib" / "*")
 
     def _server_properties(
-        self, node_id: int, plain: int, sasl: int, ctrl: int, voters: str, data_dir: Path, count: int
+        self,
+        node_id: int,
+        plain: int,
+        sasl: int,
+        ctrl: int,
+        voters: str,
+        data_dir: Path,
+        count: int,
+        tls_ports: Sequence[int] = (),
     ) -> str:
         rf = min(3, count)
         scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
@@ -400,6 +456,17 @@ class KafkaCluster:
             # ANONYMOUS is the PLAINTEXT principal, used between brokers and
             # controllers and by tests as an admin path (see the module docstring).
             props["super.users"] = f"User:{self.admin_user};User:ANONYMOUS"
+        if self.tls is not None and tls_ports:
+            ssl_port, sasl_ssl_port = tls_ports
+            tls_listeners = f",SSL://127.0.0.1:{ssl_port},SASL_SSL://127.0.0.1:{sasl_ssl_port}"
+            props["listeners"] += tls_listeners
+            props["advertised.listeners"] += tls_listeners
+            props["listener.security.protocol.map"] += ",SSL:SSL,SASL_SSL:SASL_SSL"
+            props |= self.tls.server_properties()
+            props["listener.name.ssl.ssl.client.auth"] = "required"
+            props["listener.name.sasl_ssl.sasl.enabled.mechanisms"] = ",".join(_SCRAM_MECHANISMS)
+            props["listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config"] = scram
+            props["listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config"] = scram
         return "".join(f"{k}={v}\n" for k, v in props.items())
 
     def _format(self) -> None:
@@ -439,6 +506,8 @@ class KafkaCluster:
 
     def _broker_ready(self, broker: Broker, expected_brokers: int) -> bool:
         if not (_port_open(broker.plaintext_port) and _port_open(broker.metrics_port)):
+            return False
+        if broker.ssl_port and not (_port_open(broker.ssl_port) and _port_open(broker.sasl_ssl_port)):
             return False
         from confluent_kafka.admin import AdminClient
 
@@ -519,6 +588,62 @@ class KafkaCluster:
     @property
     def sasl_bootstrap(self) -> str:
         return ",".join(b.sasl_bootstrap for b in self.brokers)
+
+    @property
+    def ssl_bootstrap(self) -> str:
+        self._tls()
+        return ",".join(b.ssl_bootstrap for b in self.brokers)
+
+    @property
+    def sasl_ssl_bootstrap(self) -> str:
+        self._tls()
+        return ",".join(b.sasl_ssl_bootstrap for b in self.brokers)
+
+    @property
+    def ca_cert(self) -> Path:
+        """PEM file of the CA that signed the brokers' certificates (and ``mint_client_cert``'s)."""
+        return self._tls().ca.cert
+
+    def mint_client_cert(self, dn: str, name: str | None = None) -> Credential:
+        """A client certificate and key (PEM files) for ``dn``, e.g. ``CN=app,OU=team``, from the cluster's CA.
+
+        On the SSL listener its principal is ``User:<dn>``.
+        """
+        return self._tls().ca.issue(dn, name=name)
+
+    def tls_client_config(
+        self,
+        cert: Credential | None = None,
+        user: str | None = None,
+        password: str | None = None,
+        mechanism: str = "SCRAM-SHA-512",
+        ca: Path | None = None,
+    ) -> dict[str, Any]:
+        """confluent-kafka settings: SSL (mutual TLS with ``cert``) without ``user``, SASL_SSL with it.
+
+        ``ca`` replaces the cluster's CA as the trusted one (to test a wrong CA).
+        """
+        config: dict[str, Any] = {"ssl.ca.location": str(ca or self.ca_cert)}
+        if cert is not None:
+            config |= {"ssl.certificate.location": str(cert.cert), "ssl.key.location": str(cert.key)}
+        if user is None:
+            return config | {"bootstrap.servers": self.ssl_bootstrap, "security.protocol": "SSL"}
+        if password is None:
+            if user != self.admin_user:
+                raise ValueError("a password is needed for users other than admin")
+            password = self.admin_password
+        return config | {
+            "bootstrap.servers": self.sasl_ssl_bootstrap,
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": mechanism,
+            "sasl.username": user,
+            "sasl.password": password,
+        }
+
+    def _tls(self) -> BrokerTls:
+        if self.tls is None:
+            raise ValueError("TLS listeners need a cluster started with tls=True")
+        return self.tls
 
     def client_config(
         self, user: str | None = None, password: str | None = None, mechanism: str = "SCRAM-SHA-512"
@@ -602,9 +727,9 @@ class KafkaCluster:
 
 @contextlib.contextmanager
 def running(
-    workdir: Path, brokers: int = 1, authorizer: bool = False, version: str = DEFAULT_VERSION
+    workdir: Path, brokers: int = 1, authorizer: bool = False, version: str = DEFAULT_VERSION, tls: bool = False
 ) -> Iterator[KafkaCluster]:
-    cluster = KafkaCluster.start(workdir, brokers=brokers, authorizer=authorizer, version=version)
+    cluster = KafkaCluster.start(workdir, brokers=brokers, authorizer=authorizer, version=version, tls=tls)
     try:
         yield cluster
     finally:

@@ -14,6 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.harness.kafka_cluster import KafkaCluster
 from tests.harness.pytest_kafka import unique_name
+from tests.harness.tls import CertificateAuthority
 
 pytestmark = pytest.mark.integration
 
@@ -203,5 +204,48 @@ def test_authorizer_cluster_enforces_acls(tmp_path: Path) -> None:
             what="produce allowed by the new ACL",
         )
         assert delivered == 1
+    finally:
+        cluster.stop()
+
+
+@pytest.mark.slow
+def test_tls_listeners_need_a_trusted_certificate_and_name_the_principal_by_its_dn(tmp_path: Path) -> None:
+    cluster = KafkaCluster.start(tmp_path / "tls", brokers=1, authorizer=True, tls=True)
+    try:
+        topic = unique_name("tls")
+        admin = AdminClient(cluster.client_config())
+        for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+            future.result()
+        app = cluster.mint_client_cert("CN=app,OU=team-a")
+        stranger = cluster.mint_client_cert("CN=stranger,OU=team-a")
+        user, password = unique_name("tls-user"), secrets.token_hex(8)
+        cluster.create_scram_user(user, password)
+        for principal in ("User:CN=app,OU=team-a", f"User:{user}"):
+            cluster.create_acls("--allow-principal", principal, "--operation", "Write", "--topic", topic)
+
+        def delivers(config: dict[str, Any]) -> bool:
+            return _produce(dict(config, log_level=0), topic, count=1, timeout=5)[0] == 1
+
+        # Mutual TLS: the certificate's DN is the principal the ACL names ...
+        _wait_for(lambda: delivers(cluster.tls_client_config(app)), what="produce over SSL as CN=app,OU=team-a")
+        # ... so a certificate from the same CA with another DN gets through TLS and is then not authorized.
+        delivered, errors = _produce(dict(cluster.tls_client_config(stranger), log_level=0), topic, 1, timeout=5)
+        assert delivered == 0
+        assert any(e.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED for e in errors), errors
+        # SASL_SSL: SCRAM over TLS, no client certificate needed.
+        _wait_for(lambda: delivers(cluster.tls_client_config(user=user, password=password)), what="SASL_SSL produce")
+
+        # Refused: no client certificate, or one with the right DN from another CA.
+        other = CertificateAuthority.create(tmp_path / "other", cn="another CA")
+        forged = other.issue("CN=app,OU=team-a", name="forged")
+        for cert in (None, forged):
+            delivered, errors = _produce(dict(cluster.tls_client_config(cert), log_level=0), topic, 1, timeout=5)
+            assert delivered == 0
+            assert any("alert" in e.str() and "certificate" in e.str() for e in errors), (cert, errors)
+        # A client that trusts another CA does not accept the brokers' certificate.
+        untrusting = cluster.tls_client_config(user=user, password=password, ca=other.cert)
+        delivered, errors = _produce(dict(untrusting, log_level=0), topic, 1, timeout=5)
+        assert delivered == 0
+        assert any("certificate verify failed" in e.str() for e in errors), errors
     finally:
         cluster.stop()

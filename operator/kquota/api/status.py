@@ -150,7 +150,8 @@ class QuotaStatus(StatusModel):
     entity: str | None = Field(
         None,
         description="The Kafka entity in the precedence-table form, e.g. users/alice/clients/<default> "
-        "(names containing '/', '%' or literally '<default>' are URL-encoded).",
+        "(names containing '/', '%', a character that does not print such as a newline, or literally "
+        "'<default>' are URL-encoded).",
     )
     applied: AppliedQuota | None = Field(None, description="What the operator last set on the brokers.")
     observed: dict[str, Any] | None = Field(

@@ -40,7 +40,8 @@ from kquota.domain.plan import (
     plan,
     resolve_claims,
 )
-from kquota.domain.tenancy import Grant, denied
+from kquota.domain.status import Reason
+from kquota.domain.tenancy import Grant, refusal
 from kquota.kafka.quotas import EntityAlteration
 from kquota.kafka.quotas import QuotaOp as AdapterOp
 
@@ -146,14 +147,11 @@ def select(
         if c.skipped:
             notes.append(f"{c.ref}: {c.skipped}; sets nothing")
             continue
-        entities = [e for e, _ in c.entries]
-        why = denied(c.ref.namespace, entities, grants)
-        if why is not None:
-            notes.append(f"{c.ref}: not permitted: {why}; sets nothing")
-            continue
-        guarded = [e for e in entities if protection.covers(e)]
-        if guarded:
-            notes.append(f"{c.ref}: {guarded[0].path()} names a protected principal; sets nothing")
+        refused = refusal(c.ref.namespace, [e for e, _ in c.entries], grants, protection)
+        if refused is not None:
+            reason, why = refused
+            prefix = "not permitted: " if reason is Reason.NOT_PERMITTED else ""
+            notes.append(f"{c.ref}: {prefix}{why}; sets nothing")
             continue
         entries.extend(DesiredEntry(c.ref, c.created, e, v) for e, v in c.entries)
     if cluster is None:

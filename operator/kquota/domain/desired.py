@@ -9,6 +9,8 @@ whole numbers at most 2**53-1 (checked by the API), so the float is exact.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from kquota.api.clientquota import ClientQuota, ClientQuotaEntity, ClientQuotaLimits
 from kquota.api.controllermutationquota import ControllerMutationEntity, ControllerMutationQuota
 from kquota.api.fields import EntityName
@@ -18,7 +20,7 @@ from kquota.domain.entities import Entity, QuotaKey, QuotaValues
 from kquota.domain.topics import TopicLayout, client_quota
 
 
-class NeedsBrokerCount(ValueError):
+class NeedsLeaderLayout(ValueError):
     """A TopicQuota with enforcement ClientQuotas cannot be split without the topic's leader layout."""
 
 
@@ -77,10 +79,25 @@ def topic_client_entries(resource: TopicQuota, layout: TopicLayout) -> list[tupl
     """
     if resource.spec.enforcement != "ClientQuotas":
         return []
-    budget = topic_budget(resource)
+    return split_budget(topic_budget(resource), topic_clients(resource), layout)
+
+
+def topic_clients(resource: TopicQuota) -> list[tuple[Entity, int]]:
+    """A TopicQuota's clients as (entity, share percent)."""
+    return [(entity_of(c), c.share) for c in resource.spec.clients or []]
+
+
+def split_budget(
+    budget: QuotaValues, clients: Iterable[tuple[Entity, int]], layout: TopicLayout
+) -> list[tuple[Entity, QuotaValues]]:
+    """Each client's quota from a topic budget and its share, on the live leader layout.
+
+    The operator (every pass, from the layout it just read) and ``kquota plan``
+    both call this, so they agree on every split.
+    """
     return [
-        (entity_of(client), {k: client_quota(total, client.share, layout) for k, total in budget.items()})
-        for client in resource.spec.clients or []
+        (entity, {key: client_quota(total, share, layout) for key, total in budget.items()})
+        for entity, share in clients
     ]
 
 
@@ -91,7 +108,7 @@ def desired_entries(
 
     ``layout`` (the topic's live leader layout) is needed only for a TopicQuota
     with enforcement ClientQuotas; without it that case raises
-    :class:`NeedsBrokerCount` (a ValueError) rather than guess a split.
+    :class:`NeedsLeaderLayout` (a ValueError) rather than guess a split.
     """
     if isinstance(resource, ClientQuota):
         return [desired_client_quota(resource)]
@@ -100,5 +117,5 @@ def desired_entries(
     if resource.spec.enforcement != "ClientQuotas":
         return []
     if layout is None:
-        raise NeedsBrokerCount("a TopicQuota with enforcement ClientQuotas needs the topic's leader layout")
+        raise NeedsLeaderLayout("a TopicQuota with enforcement ClientQuotas needs the topic's leader layout")
     return topic_client_entries(resource, layout)

@@ -143,13 +143,18 @@ class Entity:
 
         Names are URL-encoded where they contain ``/`` or ``%`` so the path stays
         unambiguous, and a user literally named ``<default>`` shows as
-        ``%3Cdefault%3E``.
+        ``%3Cdefault%3E``. So are names with a character that does not print
+        (control, format or separator characters other than the space, e.g. a
+        newline, NUL, a right-to-left override or a no-break space; the CRD
+        admits them): status, messages and logs show ``a%0Ab``, never a line
+        break or an invisible difference. ``unquote`` of a segment is always
+        the name.
         """
 
         def show(name: str | None) -> str:
             if name is None:
                 return DEFAULT_DISPLAY
-            if name == DEFAULT_DISPLAY or "/" in name or "%" in name:
+            if name == DEFAULT_DISPLAY or "/" in name or "%" in name or not name.isprintable():
                 return quote(name, safe="")
             return name
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
+
+from kquota.domain.status import Outcome
 
 WINDOW_NUM = "controller.quota.window.num"
 WINDOW_SIZE = "controller.quota.window.size.seconds"
@@ -77,3 +79,10 @@ def check_burst(rate: float, expected: int | None, windows: Mapping[int, Control
             f"{window.size_seconds}), or raise the rate to {math.ceil(expected / window.seconds)}/s",
         ),
     )
+
+
+def with_burst(outcome: Outcome, rate: float, expected: int | None, windows: Mapping[int, ControllerWindow]) -> Outcome:
+    """A ControllerMutationQuota's outcome with ``status.burst`` and its BurstSufficient condition."""
+    check = check_burst(rate, expected, windows)
+    conditions = (("BurstSufficient", *check.condition),) if check.condition else ()
+    return replace(outcome, extra={"burst": check.status}, extra_conditions=conditions)

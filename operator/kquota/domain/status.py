@@ -29,13 +29,17 @@ class Reason(enum.StrEnum):
     CLUSTER_NOT_FOUND = "ClusterNotFound"
     CLUSTER_NOT_READY = "ClusterNotReady"
     KAFKA_UNAVAILABLE = "KafkaUnavailable"
+    #: The brokers refused kquota's principal an operation (a Kafka ACL is missing).
+    NOT_AUTHORIZED = "NotAuthorized"
     REJECTED = "Rejected"
     MONITORING = "Monitoring"
     TOPIC_NOT_FOUND = "TopicNotFound"
     UNSUPPORTED_BY_BROKER = "UnsupportedByBroker"
 
 
-#: Failures that retrying cannot fix: the user must change something.
+#: Failures that retrying cannot fix: the user must change something. (NotAuthorized
+#: is still retried with backoff, so granting the ACL is enough, but nothing
+#: happens until an admin does.)
 STALLED = frozenset(
     {
         Reason.CONFLICT,
@@ -44,6 +48,7 @@ STALLED = frozenset(
         Reason.INVALID_SPEC,
         Reason.REJECTED,
         Reason.UNSUPPORTED_BY_BROKER,
+        Reason.NOT_AUTHORIZED,
     }
 )
 

@@ -18,6 +18,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from kquota.domain.entities import Entity
+from kquota.domain.plan import Protection
+from kquota.domain.status import Reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,4 +77,22 @@ def denied(namespace: str, entities: Iterable[Entity], grants: Sequence[Grant] |
                 return f"namespace {namespace} has no quota grant on this Kafka cluster"
             what = "default entities" if entity.has_default else entity.path()
             return f"namespace {namespace} is not granted {what} on this Kafka cluster"
+    return None
+
+
+def refusal(
+    namespace: str, entities: Sequence[Entity], grants: Sequence[Grant] | None, protection: Protection
+) -> tuple[Reason, str] | None:
+    """Why kquota will not act on a resource in ``namespace`` naming ``entities``; None when it will.
+
+    The one gate for both the operator (which reports it in status) and
+    ``kquota plan`` (which prints it), so a plan never promises what the
+    operator would refuse.
+    """
+    why = denied(namespace, entities, grants)
+    if why is not None:
+        return Reason.NOT_PERMITTED, why
+    guarded = [e for e in entities if protection.covers(e)]
+    if guarded:
+        return Reason.PROTECTED, f"{guarded[0].path()} names a protected principal; kquota never changes it"
     return None

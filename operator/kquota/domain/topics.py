@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
-from kquota.domain.entities import QuotaKey
+from kquota.domain.entities import Entity, QuotaKey
+from kquota.domain.status import Outcome, Reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,3 +56,18 @@ def allowance(budget: Mapping[QuotaKey, float], layout: TopicLayout) -> dict[str
         for broker, n in layout.leaders.items()
     }
     return {"partitions": layout.partitions, "maxLeadersOnOneBroker": layout.max_leaders, "brokers": brokers}
+
+
+def with_enforcement(
+    outcome: Outcome, clients: Iterable[tuple[Entity, Mapping[QuotaKey, float]]], extra: Mapping[str, Any]
+) -> Outcome:
+    """A ClientQuotas-mode TopicQuota's outcome with its clients' quotas and the Enforced condition."""
+    rows = [{"entity": entity.path(), **{k.value: v for k, v in values.items()}} for entity, values in clients]
+    enforced = outcome.reason is Reason.APPLIED
+    condition = (
+        "Enforced",
+        "True" if enforced else "False",
+        "ClientQuotas" if enforced else outcome.reason.value,
+        "the budget is enforced through the clients' quotas" if enforced else outcome.message,
+    )
+    return replace(outcome, extra={**extra, "clients": rows}, extra_conditions=(condition,))

@@ -15,7 +15,14 @@ own thread and its ``run`` is safe to call concurrently.
 
 Credentials never leave ``ConnectionSettings``: they are kept out of reprs,
 out of kafka-python's debug log of its configuration, and out of exception
-messages.
+messages. TLS files (CA, client certificate and key) are passed as paths; a
+failed TLS handshake raises ``KafkaTlsFailed`` with OpenSSL's reason (e.g.
+certificate verify failed), never file contents.
+
+A request the brokers refuse for lack of an ACL raises ``KafkaNotAuthorized``
+naming the operation and resource to grant (docs/install.md#acls lists them),
+never a silent empty answer: kafka-python's own describe_configs and
+describe_topics drop per-resource errors, so this module reads those itself.
 """
 
 from __future__ import annotations
@@ -23,16 +30,21 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
 import kafka.errors as kafka_errors
 from kafka import KafkaAdminClient
-from kafka.admin import ConfigResource, ConfigResourceType
-from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest, DescribeClusterRequest
+from kafka.protocol.admin import (
+    AlterClientQuotasRequest,
+    DescribeClientQuotasRequest,
+    DescribeClusterRequest,
+    DescribeConfigsRequest,
+)
 
 from kquota.domain.entities import Entity, QuotaKey
 
@@ -41,9 +53,27 @@ log = logging.getLogger(__name__)
 #: The controller refuses a request that would write more records than this
 #: (one record per changed key) with POLICY_VIOLATION, failing the whole request.
 MAX_OPS_PER_REQUEST: Final = 10_000
+#: The active controller commits one AlterClientQuotas request as one metadata
+#: record batch, capped at 8 MiB by KRaft. A bigger request fails whole with
+#: UNKNOWN_SERVER_ERROR, and the controller renounces its leadership on the way:
+#: 2,500 users with 1,024-emoji names (the longest the CRD admits) are enough.
+#: Requests are also cut at this many bytes of records (a quarter of the cap,
+#: by an over-estimate); short names still reach MAX_OPS_PER_REQUEST first.
+MAX_RECORD_BYTES_PER_REQUEST: Final = 2 * 1024 * 1024
+#: Per-record bytes besides the entity names and key (Kafka's own framing is ~30).
+_RECORD_OVERHEAD: Final = 64
 
 #: Error code kquota reports for an entity the broker's response left out.
 UNKNOWN_SERVER_ERROR: Final = -1
+#: Kafka's refusals for lack of an ACL, on a topic and on the cluster resource.
+TOPIC_AUTHORIZATION_FAILED: Final = 29
+CLUSTER_AUTHORIZATION_FAILED: Final = 31
+_UNKNOWN_TOPIC_OR_PARTITION: Final = 3
+#: DescribeConfigs resource types.
+_TOPIC: Final = 2
+_BROKER: Final = 4
+#: Where the ACLs kquota needs are listed (docs/install.md, section "ACLs").
+ACL_DOCS: Final = "docs/install.md#acls"
 
 
 @dataclass(frozen=True)
@@ -110,6 +140,10 @@ class KafkaAuthenticationFailed(KafkaUnavailable):
     """The brokers refused kquota's credentials (a kind of unavailability to callers)."""
 
 
+class KafkaTlsFailed(KafkaUnavailable):
+    """TLS with the brokers failed: a certificate kquota or the brokers could not verify, or a bad key."""
+
+
 class QuotaRequestError(Exception):
     """The broker answered a whole request with an error (e.g. not authorized)."""
 
@@ -117,6 +151,57 @@ class QuotaRequestError(Exception):
         super().__init__(f"{error_name} ({error_code}): {message or 'no message'}")
         self.error_code = error_code
         self.error_name = error_name
+
+
+class KafkaNotAuthorized(QuotaRequestError):
+    """The brokers refused an operation to kquota's principal: an ACL is missing.
+
+    ``operation`` and ``resource_type`` are Kafka's names (as ``kafka-acls``
+    lists them), so the message says exactly what to grant. The refused request
+    changed nothing. What did go through is attached where there is some:
+    ``results`` (``alter``: one per entity; refused or unsent ones are not ok)
+    and ``leaders`` (``topic_leaders``: the topics that were allowed).
+    """
+
+    def __init__(
+        self,
+        principal: str,
+        operation: str,
+        resource_type: str,
+        resources: Sequence[str],
+        request: str,
+        *,
+        results: Sequence[EntityResult] = (),
+        leaders: dict[str, dict[int, int]] | None = None,
+    ) -> None:
+        code = CLUSTER_AUTHORIZATION_FAILED if resource_type == "CLUSTER" else TOPIC_AUTHORIZATION_FAILED
+        self.principal = principal
+        self.operation = operation
+        self.resource_type = resource_type
+        self.resources = tuple(resources)
+        self.request = request
+        self.results = tuple(results)
+        self.leaders = dict(leaders or {})
+        if resource_type == "CLUSTER":
+            where = "the cluster"
+        else:
+            names = ", ".join(repr(r) for r in self.resources[:5])
+            more = f" and {len(self.resources) - 5} more" if len(self.resources) > 5 else ""
+            where = f"{resource_type.lower()} {names}{more}"
+        grant = "grant it"
+        if (operation, resource_type) == ("DESCRIBE_CONFIGS", "CLUSTER"):
+            grant = "grant it, or ALTER_CONFIGS on the cluster, which includes it"
+        self.message = (
+            f"Kafka principal {principal} may not {operation} on {where} ({request} was refused): {grant} ({ACL_DOCS})"
+        )
+        super().__init__(code, _error_name(code), self.message)
+
+    def __str__(self) -> str:
+        return self.message
+
+    def only(self, resource: str) -> KafkaNotAuthorized:
+        """The same refusal, naming only ``resource`` (one of ``resources``): for that resource's status."""
+        return KafkaNotAuthorized(self.principal, self.operation, self.resource_type, [resource], self.request)
 
 
 class _Secret(str):
@@ -149,10 +234,38 @@ _RETRIABLE: Final[tuple[type[BaseException], ...]] = (
 
 
 class _BootstrapFailed(Exception):
-    def __init__(self, cause: Exception, auth: Exception | None) -> None:
+    def __init__(self, cause: Exception, auth: Exception | None, tls: BaseException | None = None) -> None:
         super().__init__(str(cause))
         self.cause = cause
         self.auth = auth
+        self.tls = tls
+
+
+def _is_tls_failure(exc: object) -> TypeGuard[BaseException]:
+    # kafka-python wraps a failed handshake as KafkaConnectionError("Handshake
+    # failed: [SSL: ...]") (text only), a TLS alert on the first read as
+    # KafkaConnectionError(SSLError), and an unloadable key raises SSLError itself.
+    if isinstance(exc, ssl.SSLError):
+        return True
+    if isinstance(exc, kafka_errors.KafkaConnectionError):
+        return any(isinstance(a, ssl.SSLError) for a in exc.args) or "[SSL" in str(exc) or "[X509" in str(exc)
+    return False
+
+
+# TLS alerts a broker sends when it does not accept the client's certificate.
+_CLIENT_CERT_ALERTS: Final = ("BAD_CERTIFICATE", "CERTIFICATE_UNKNOWN", "CERTIFICATE_REQUIRED", "UNKNOWN_CA")
+
+
+def _tls_hint(detail: str) -> str:
+    if "CERTIFICATE_VERIFY_FAILED" in detail:
+        if "mismatch" in detail:
+            return "the brokers' certificate does not name the host in the bootstrap servers (subjectAltName)"
+        return "the brokers' certificate could not be verified with the CA certificate kquota was given"
+    if any(alert in detail for alert in _CLIENT_CERT_ALERTS):
+        return "the brokers refused kquota's client certificate (none given, or not signed by a CA they trust)"
+    if "KEY_VALUES_MISMATCH" in detail or "PEM" in detail:
+        return "kquota's client certificate and key do not match, or are not PEM"
+    return "check the CA certificate and, for mutual TLS, the client certificate and key"
 
 
 class _AuthFailureSpy(logging.Filter):
@@ -170,12 +283,16 @@ class _AuthFailureSpy(logging.Filter):
         super().__init__()
         self._io_thread = io_thread
         self.failure: Exception | None = None
+        #: The same for a failed TLS handshake (a certificate not verified, a bad key).
+        self.tls_failure: BaseException | None = None
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.threadName == self._io_thread and isinstance(record.args, tuple):
             for arg in record.args:
                 if isinstance(arg, kafka_errors.SaslAuthenticationFailedError):
                     self.failure = arg
+                elif _is_tls_failure(arg):
+                    self.tls_failure = arg
         return True
 
 
@@ -194,7 +311,7 @@ class _AdminClient(KafkaAdminClient):  # type: ignore[misc]  # kafka-python is u
             super().__init__(**configs)
         except Exception as exc:
             self._stop_io()
-            raise _BootstrapFailed(exc, spy.failure) from exc
+            raise _BootstrapFailed(exc, spy.failure, spy.tls_failure) from exc
         except BaseException:
             self._stop_io()
             raise
@@ -209,9 +326,9 @@ class _AdminClient(KafkaAdminClient):  # type: ignore[misc]  # kafka-python is u
         with contextlib.suppress(Exception):  # best effort on an already failing path
             self.close()
 
-    def send_any(self, request: Any) -> Any:
+    def send_any(self, request: Any, node_id: int | None = None) -> Any:
         async def send() -> Any:
-            return await self._manager.send(request)
+            return await self._manager.send(request, node_id=node_id)
 
         return self._manager.run(send)
 
@@ -251,6 +368,8 @@ class QuotaAdmin:
 
     def _describe(self, request: Any) -> list[RawQuotaEntry]:
         response = self._send(request, "DescribeClientQuotas")
+        if response.error_code == CLUSTER_AUTHORIZATION_FAILED:
+            raise self._refused("DESCRIBE_CONFIGS", "CLUSTER", [], "DescribeClientQuotas")
         if response.error_code:
             raise QuotaRequestError(response.error_code, _error_name(response.error_code), response.error_message)
         entries: list[RawQuotaEntry] = []
@@ -291,15 +410,24 @@ class QuotaAdmin:
         """Apply ``alterations``; return one result per entity, in the given order.
 
         Each entity is applied all-or-nothing by the broker, independently of
-        the others. Requests are split at ``MAX_OPS_PER_REQUEST`` ops, never
-        inside an entity, so that guarantee holds. If the connection fails
+        the others. Requests are split at ``MAX_OPS_PER_REQUEST`` ops or
+        ``MAX_RECORD_BYTES_PER_REQUEST`` bytes of records, never inside an
+        entity, so that guarantee holds. If the connection fails
         after some requests went through, ``KafkaUnavailable`` is raised and
         those changes stay applied: callers re-read the live state anyway.
         Removing a key that is not set succeeds and changes nothing.
+
+        Without ALTER_CONFIGS on the cluster the broker refuses the whole
+        request: ``KafkaNotAuthorized`` is raised, carrying the same per-entity
+        results (refused and unsent entities not ok, so nothing is mistaken
+        for applied); later batches are not sent.
         """
         _check(alterations)
         results: dict[Entity, EntityResult] = {}
+        refused = False
         for batch in _batches(alterations):
+            if refused:
+                break
             request = AlterClientQuotasRequest(
                 entries=[_entry(alteration) for alteration in batch], validate_only=validate_only
             )
@@ -311,13 +439,16 @@ class QuotaAdmin:
                 entity = Entity.from_parts(parts)
                 code = int(entry.error_code)
                 results[entity] = EntityResult(entity, code, entry.error_message or None, _error_name(code))
-        return [
+                refused = refused or code == CLUSTER_AUTHORIZATION_FAILED
+        missing = "not sent: an earlier request was refused" if refused else "no result in the broker's answer"
+        out = [
             results.get(a.entity)
-            or EntityResult(
-                a.entity, UNKNOWN_SERVER_ERROR, "no result in the broker's answer", _error_name(UNKNOWN_SERVER_ERROR)
-            )
+            or EntityResult(a.entity, UNKNOWN_SERVER_ERROR, missing, _error_name(UNKNOWN_SERVER_ERROR))
             for a in alterations
         ]
+        if refused:
+            raise self._refused("ALTER_CONFIGS", "CLUSTER", [], "AlterClientQuotas", results=out)
+        return out
 
     def broker_ids(self) -> list[int]:
         """The ids of the brokers in the cluster (DescribeCluster), for status and per-broker math."""
@@ -329,29 +460,57 @@ class QuotaAdmin:
 
     def broker_configs(self, broker_id: int, keys: Sequence[str]) -> dict[str, str]:
         """Effective values (defaults included) of some configs of one broker."""
-        resource = ConfigResource(ConfigResourceType.BROKER, str(broker_id), configs=list(keys))
-        result = self._call("DescribeConfigs", lambda c: c.describe_configs([resource], config_filter="all"))
-        entries = result.get("broker", {}).get(str(broker_id), {})
-        return {k: str(v["value"]) for k, v in entries.items() if v.get("value") is not None}
+        # Sent by hand, not through kafka-python's describe_configs: that one
+        # drops each resource's error code, so a refusal would read as "defaults".
+        request = DescribeConfigsRequest(resources=[(_BROKER, str(broker_id), list(keys))], include_synonyms=False)
+        result = self._described_config(self._send(request, "DescribeConfigs", node_id=broker_id))
+        if result.error_code == CLUSTER_AUTHORIZATION_FAILED:
+            raise self._refused("DESCRIBE_CONFIGS", "CLUSTER", [], "DescribeConfigs")
+        if result.error_code:
+            raise QuotaRequestError(result.error_code, _error_name(result.error_code), result.error_message)
+        return {str(c.name): str(c.value) for c in result.configs or () if c.value is not None}
 
     def topic_config_names(self, topic: str) -> set[str]:
         """Every config key a topic has on these brokers (to detect KIP-1010 topic quota support)."""
-        resource = ConfigResource(ConfigResourceType.TOPIC, topic)
-        result = self._call("DescribeConfigs", lambda c: c.describe_configs([resource], config_filter="all"))
-        return set(result.get("topic", {}).get(topic, {}))
+        request = DescribeConfigsRequest(resources=[(_TOPIC, topic, None)], include_synonyms=False)
+        result = self._described_config(self._send(request, "DescribeConfigs"))
+        if result.error_code == TOPIC_AUTHORIZATION_FAILED:
+            raise self._refused("DESCRIBE_CONFIGS", "TOPIC", [topic], "DescribeConfigs")
+        if result.error_code == _UNKNOWN_TOPIC_OR_PARTITION:
+            return set()
+        if result.error_code:
+            raise QuotaRequestError(result.error_code, _error_name(result.error_code), result.error_message)
+        return {str(c.name) for c in result.configs or ()}
+
+    @staticmethod
+    def _described_config(response: Any) -> Any:
+        if len(response.results or ()) != 1:
+            raise QuotaRequestError(UNKNOWN_SERVER_ERROR, "UNKNOWN_SERVER_ERROR", "DescribeConfigs: no result")
+        return response.results[0]
 
     def topic_leaders(self, topics: Sequence[str]) -> dict[str, dict[int, int]]:
-        """partition -> leader broker id (-1 without a leader) per existing topic; missing topics are left out."""
+        """partition -> leader broker id (-1 without a leader) per existing topic; missing topics are left out.
+
+        Kafka answers TOPIC_AUTHORIZATION_FAILED for a topic the principal may
+        not DESCRIBE, whether it exists or not: that raises
+        ``KafkaNotAuthorized`` (with the allowed topics' layouts attached)
+        rather than passing for a missing topic.
+        """
         if not topics:
             return {}
         described = self._call("Metadata", lambda c: c.describe_topics(list(topics)))
         out: dict[str, dict[int, int]] = {}
+        refused: list[str] = []
         for topic in described:
+            if topic.get("error_code") == TOPIC_AUTHORIZATION_FAILED:
+                refused.append(str(topic["name"]))
             if topic.get("error_code"):
                 continue
             out[str(topic["name"])] = {
                 int(p["partition_index"]): int(p["leader_id"]) for p in topic.get("partitions") or []
             }
+        if refused:
+            raise self._refused("DESCRIBE", "TOPIC", sorted(refused), "Metadata", leaders=out)
         return out
 
     def _call(self, what: str, call: Callable[[_AdminClient], Any]) -> Any:
@@ -392,17 +551,17 @@ class QuotaAdmin:
             try:
                 self._client = _AdminClient(**configs)
             except _BootstrapFailed as failed:
-                raise self._unavailable("cannot connect to Kafka", failed.cause, failed.auth) from None
+                raise self._unavailable("cannot connect to Kafka", failed.cause, failed.auth, failed.tls) from None
             except (kafka_errors.KafkaError, OSError, ValueError) as exc:  # e.g. an unreadable CA file
                 raise self._unavailable("cannot connect to Kafka", exc, None) from None
             return self._client
 
-    def _send(self, request: Any, what: str) -> Any:
+    def _send(self, request: Any, what: str, node_id: int | None = None) -> Any:
         deadline = time.monotonic() + self._settings.request_timeout_ms / 1000
         while True:
             client = self._connect()
             try:
-                return client.send_any(request)
+                return client.send_any(request, node_id)
             except _RETRIABLE as exc:
                 if time.monotonic() >= deadline:
                     self._drop(client)
@@ -423,8 +582,20 @@ class QuotaAdmin:
         with contextlib.suppress(Exception):  # closing a broken client must not hide the real error
             client.close()
 
-    def _unavailable(self, what: str, exc: BaseException, auth: Exception | None) -> KafkaUnavailable:
+    def _unavailable(
+        self, what: str, exc: BaseException, auth: Exception | None, tls: BaseException | None = None
+    ) -> KafkaUnavailable:
         s = self._settings
+        if tls is None and _is_tls_failure(exc):
+            tls = exc
+        if tls is not None and auth is None:
+            detail = str(tls).removeprefix(f"{type(tls).__name__}: ")
+            return KafkaTlsFailed(
+                self._scrub(
+                    f"{what}: {s.bootstrap_servers} ({s.security_protocol}): TLS with the brokers failed: "
+                    f"{detail}; {_tls_hint(detail)}"
+                )
+            )
         if auth is not None:
             return KafkaAuthenticationFailed(
                 self._scrub(
@@ -444,6 +615,30 @@ class QuotaAdmin:
                 f"{s.sasl_username!r} (possibly refused authentication)"
             )
         return KafkaUnavailable(self._scrub(f"{what}: {s.bootstrap_servers} ({s.security_protocol}): {detail}{hint}"))
+
+    def _refused(
+        self,
+        operation: str,
+        resource_type: str,
+        resources: Sequence[str],
+        request: str,
+        *,
+        results: Sequence[EntityResult] = (),
+        leaders: dict[str, dict[int, int]] | None = None,
+    ) -> KafkaNotAuthorized:
+        return KafkaNotAuthorized(
+            self.principal, operation, resource_type, resources, request, results=results, leaders=leaders
+        )
+
+    @property
+    def principal(self) -> str:
+        """The principal the brokers see, as ACLs name it (as far as kquota can tell)."""
+        s = self._settings
+        if s.sasl_mechanism and s.sasl_username:
+            return f"User:{s.sasl_username}"
+        if s.security_protocol.upper() == "SSL" and s.ssl_certfile:
+            return "User:<the subject of kquota's TLS certificate>"
+        return "User:ANONYMOUS"
 
     def _scrub(self, message: str) -> str:
         # Belt and braces: no kafka-python message is known to carry the
@@ -468,17 +663,24 @@ def _check(alterations: Iterable[EntityAlteration]) -> None:
                 raise ValueError(f"{alteration.entity}: {op.key} must be a finite number, not {op.value}")
 
 
+def record_bytes(alteration: EntityAlteration) -> int:
+    """An over-estimate of the metadata records ``alteration`` writes: one QuotaRecord per op."""
+    names = sum(len(t) + len((n or "").encode()) + 8 for t, n in alteration.entity.parts().items())
+    return sum(names + len(op.key.value) + _RECORD_OVERHEAD for op in alteration.ops)
+
+
 def _batches(alterations: Sequence[EntityAlteration]) -> list[list[EntityAlteration]]:
     batches: list[list[EntityAlteration]] = []
     current: list[EntityAlteration] = []
-    count = 0
+    count = size = 0
     for alteration in alterations:
-        n = len(alteration.ops)
-        if current and count + n > MAX_OPS_PER_REQUEST:
+        n, b = len(alteration.ops), record_bytes(alteration)
+        if current and (count + n > MAX_OPS_PER_REQUEST or size + b > MAX_RECORD_BYTES_PER_REQUEST):
             batches.append(current)
-            current, count = [], 0
+            current, count, size = [], 0, 0
         current.append(alteration)
         count += n
+        size += b
     if current:
         batches.append(current)
     return batches

@@ -5,13 +5,23 @@ API server admitted but kquota cannot use (an old CRD, a field the schema could
 not check) becomes a record with ``error`` set, so it is reported InvalidSpec in
 status instead of crashing the handler. ``cluster_config`` resolves a
 KafkaCluster, reading credentials from Secrets; they go into the connection
-settings only, which never print them.
+settings only, which never print them. It runs on every reconcile pass, so a
+changed Secret takes effect on the next pass without touching the KafkaCluster.
+
+TLS material from Secrets (CA, client certificate and key) becomes files,
+because kafka-python and Python's ``ssl`` read only files: mode 0600, in a
+directory of this process's own (``mkdtemp``, mode 0700) so nobody can plant or
+read them, one file per content, the previous one of the same cluster removed
+when a Secret changes, and the directory removed at exit.
 """
 
 from __future__ import annotations
 
+import atexit
+import glob
 import hashlib
 import os
+import shutil
 import tempfile
 from collections.abc import Mapping
 from typing import Any
@@ -22,7 +32,7 @@ from kquota.api.clientquota import ClientQuota
 from kquota.api.controllermutationquota import ControllerMutationQuota
 from kquota.api.kafkacluster import KafkaCluster, duration_seconds
 from kquota.api.topicquota import TopicQuota
-from kquota.domain.desired import desired_entries, entity_of, topic_budget
+from kquota.domain.desired import desired_entries, topic_budget, topic_clients
 from kquota.domain.plan import Protection, ResourceRef, UnmanagedPolicy
 from kquota.domain.tenancy import Grant
 from kquota.k8s.api import Kube, SecretNotFound
@@ -74,7 +84,7 @@ def record_from_body(kind: str, body: Mapping[str, Any], default_cluster: str) -
                 "topic": topic,
                 "enforcement": model.spec.enforcement,
                 "budget": topic_budget(model),
-                "clients": tuple((entity_of(c), c.share) for c in model.spec.clients or []),
+                "clients": tuple(topic_clients(model)),
             }
             display = f"topics/{topic}" if topic else "topics/<default>"
             return ResourceRecord(entries=(), display=display, extras=extras, **common)
@@ -90,16 +100,39 @@ def record_from_body(kind: str, body: Mapping[str, Any], default_cluster: str) -
     return ResourceRecord(entries=entries, display=display, extras=extras, **common)
 
 
-def _tls_file(pem: str, kind: str) -> str:
-    # kafka-python reads certificates from files. One private file per content,
-    # so resolving the cluster on every pass does not create a file every time.
+#: The process's private directory for TLS files (created on first use).
+_TLS_DIR: dict[str, str] = {}
+
+
+def _tls_dir() -> str:
+    # Not a fixed name under /tmp: anyone could create it first and plant a CA
+    # file there (the old name was derived from a public CA's content), or
+    # read keys in it. mkdtemp makes a fresh directory only this user can enter.
+    path = _TLS_DIR.get("path")
+    if path is None or not os.path.isdir(path):
+        path = tempfile.mkdtemp(prefix="kquota-tls-")
+        _TLS_DIR["path"] = path
+        atexit.register(shutil.rmtree, path, True)
+    return path
+
+
+def _tls_file(pem: str, cluster: str, kind: str) -> str:
+    """A private file holding ``pem``; the same path for the same content, so the connection is reused."""
+    directory = _tls_dir()
     digest = hashlib.sha256(pem.encode()).hexdigest()[:16]
-    path = os.path.join(tempfile.gettempdir(), f"kquota-{kind}-{digest}.pem")
+    # Fixed length: with raw names, cluster "a"'s "a-ca-*" would match cluster "a-ca"'s files.
+    slug = hashlib.sha256(cluster.encode()).hexdigest()[:12]
+    path = os.path.join(directory, f"{slug}-{kind}-{digest}.pem")
     if not os.path.exists(path):
-        fd, tmp = tempfile.mkstemp(prefix=f"kquota-{kind}-", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(prefix=f".{kind}-", suffix=".tmp", dir=directory)  # mode 0600
         with os.fdopen(fd, "w") as fh:
             fh.write(pem)
         os.replace(tmp, path)
+        # A rotated Secret's old key must not linger. The connection that used it
+        # is replaced on this same pass, since its settings now differ.
+        for old in glob.glob(os.path.join(directory, f"{slug}-{kind}-*.pem")):
+            if old != path:
+                os.unlink(old)
     return path
 
 
@@ -120,9 +153,16 @@ async def cluster_config(body: Mapping[str, Any], kube: Kube, settings: Operator
         conn["sasl_mechanism"] = security.sasl.mechanism
         conn["sasl_username"] = await kube.secret_value(ref.namespace, ref.name, ref.username_key)
         conn["sasl_password"] = await kube.secret_value(ref.namespace, ref.name, ref.password_key)
-    if security and security.tls and security.tls.ca_secret_ref:
+    name = cluster.metadata.name or ""
+    if security and security.tls:
         ca = security.tls.ca_secret_ref
-        conn["ssl_cafile"] = _tls_file(await kube.secret_value(ca.namespace, ca.name, ca.key), "ca")
+        conn["ssl_cafile"] = _tls_file(await kube.secret_value(ca.namespace, ca.name, ca.key), name, "ca")
+        client = security.tls.client_cert_secret_ref
+        if client is not None:
+            cert = await kube.secret_value(client.namespace, client.name, client.cert_key)
+            key = await kube.secret_value(client.namespace, client.name, client.key_key)
+            conn["ssl_certfile"] = _tls_file(cert, name, "cert")
+            conn["ssl_keyfile"] = _tls_file(key, name, "key")
     protected_users = set(settings.protected_users) | set(spec.protected_users or [])
     if conn.get("sasl_username"):
         protected_users.add(conn["sasl_username"])  # the operator's own principal

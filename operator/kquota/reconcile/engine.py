@@ -6,6 +6,15 @@ minimal change with the pure domain functions and applies it in as few
 requests as the broker allows. A burst of thousands of changes therefore
 becomes a handful of passes, not thousands of requests.
 
+Two kinds of pass share that code. A *full* pass covers every resource and
+describes every quota on the brokers: it runs first, on the drift timer, after
+an error and after a large burst. A *narrow* pass follows a few resource
+changes: it covers only the entities those resources name (and every resource
+that claims one of them, so conflicts resolve as in a full pass) and describes
+just those entities, so one change costs the same with 10 or 10,000 resources.
+Anything a narrow pass cannot see (TopicQuotas, whose entities depend on the
+live leader layout; drift on other entities) waits for the next full pass.
+
 Safety rules kept here:
 
 * Ownership is written ahead: keys are recorded in the ledger *before* they are
@@ -18,6 +27,11 @@ Safety rules kept here:
   ``rejected_retry_seconds`` pass: no hot loop against the controller.
 * Kafka unreachable: every resource says KafkaUnavailable, the loop backs off
   exponentially (capped) and recovers on its own.
+* A missing ACL on the cluster (docs/install.md#acls): every resource says
+  NotAuthorized, backed off the same way; a refused AlterClientQuotas is rolled
+  back in the ledger like a rejection but not held back, so a grant is enough.
+  A topic kquota may not describe affects only its TopicQuotas, whose clients'
+  quotas are left as they are.
 """
 
 from __future__ import annotations
@@ -31,8 +45,9 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kquota.domain.desired import split_budget
 from kquota.domain.entities import Entity, QuotaKey
-from kquota.domain.mutation import WINDOW_NUM, WINDOW_SIZE, ControllerWindow, check_burst, window_from_configs
+from kquota.domain.mutation import WINDOW_NUM, WINDOW_SIZE, ControllerWindow, window_from_configs, with_burst
 from kquota.domain.observed import (
     NEAR_LIMIT,
     THROTTLED,
@@ -55,13 +70,13 @@ from kquota.domain.plan import (
     resolve_claims,
 )
 from kquota.domain.status import Outcome, Reason, needs_write, render_cluster_status, render_status
-from kquota.domain.tenancy import denied
-from kquota.domain.topics import TopicLayout, allowance, client_quota
+from kquota.domain.tenancy import refusal
+from kquota.domain.topics import TopicLayout, allowance, with_enforcement
 from kquota.k8s.api import Kube, ObjectRef, SecretNotFound, gather_limited
 from kquota.k8s.ledger import LedgerStore
 from kquota.kafka.metrics import MetricsSource, read_quota_metrics
 from kquota.kafka.metrics import source_for as metrics_source_for
-from kquota.kafka.quotas import EntityAlteration, KafkaUnavailable, QuotaAdmin
+from kquota.kafka.quotas import EntityAlteration, KafkaNotAuthorized, KafkaUnavailable, QuotaAdmin
 from kquota.kafka.quotas import QuotaOp as AdapterOp
 from kquota.reconcile import metrics
 from kquota.reconcile.records import ClusterConfig, ResourceRecord
@@ -72,6 +87,25 @@ log = logging.getLogger(__name__)
 Ledger = dict[Entity, dict[QuotaKey, float]]
 #: KIP-1010's proposed topic configs; a broker that has them can enforce topic budgets itself.
 KIP1010_CONFIGS = frozenset({"producer.byte.rate", "consumer.byte.rate"})
+
+
+#: Per-entity errors that say the broker could not apply the change *now*, not
+#: that the value is wrong: retried after a short wait, reported as
+#: KafkaUnavailable (in progress), never held for rejected_retry_seconds.
+TRANSIENT_ERRORS = frozenset(
+    {
+        "UNKNOWN_SERVER_ERROR",
+        "REQUEST_TIMED_OUT",
+        "NOT_CONTROLLER",
+        "NETWORK_EXCEPTION",
+        "BROKER_NOT_AVAILABLE",
+        "LEADER_NOT_AVAILABLE",
+        "THROTTLING_QUOTA_EXCEEDED",
+        "CONCURRENT_TRANSACTIONS",
+    }
+)
+#: Seconds before a transiently failed change is sent again.
+TRANSIENT_RETRY_SECONDS = 5.0
 
 
 class ClusterNotReady(Exception):
@@ -111,6 +145,16 @@ def _flipped_true(
         for c in new.get("conditions") or []
         if c.get("type") in types and c.get("status") == "True" and before.get(c.get("type")) != "True"
     ]
+
+
+def _describe_each(admin: QuotaAdmin, entities: Iterable[Entity]) -> dict[Entity, dict[QuotaKey, float]]:
+    """The live quotas of a few entities, one small request each (a narrow pass)."""
+    live = {}
+    for entity in entities:
+        values = admin.describe_entity(entity)
+        if values:
+            live[entity] = values
+    return live
 
 
 def _to_adapter(changes: Iterable[EntityChange]) -> list[EntityAlteration]:
@@ -159,12 +203,31 @@ class ClusterReconciler:
         #: (generation, outcome) whose status is known to be on the object: no need to render again.
         self._rendered: dict[str, tuple[int, Outcome]] = {}
         self._release_waiters: dict[str, list[asyncio.Future[None]]] = {}
+        # Narrow passes: the resources changed since the last pass, whether a full
+        # pass is due anyway, and the entities each resource claimed when last seen
+        # (so a narrow pass also covers what a resource used to claim).
+        self._dirty: set[str] = set()
+        self._full = True
+        self._entities_by_uid: dict[str, frozenset[Entity]] = {}
+        self._reasons: dict[str, Reason] = {}
+        self._brokers: list[int] | None = None
+        #: The KafkaCluster's generation last seen by the handlers (a change means a full pass).
+        self.cluster_generation: int | None = None
         self.passes = 0
+        self.narrow_passes = 0
 
     # -- triggering ------------------------------------------------------------
 
-    def trigger(self) -> None:
-        """Ask for a pass soon. Cheap and safe to call from any handler, any number of times."""
+    def trigger(self, uid: str | None = None) -> None:
+        """Ask for a pass soon. Cheap and safe to call from any handler, any number of times.
+
+        ``uid`` names the resource that changed, which allows a narrow pass;
+        without it the pass covers everything.
+        """
+        if uid is None:
+            self._full = True
+        else:
+            self._dirty.add(uid)
         if self._first_trigger is None:
             self._first_trigger = time.monotonic()
         self._wake.set()
@@ -173,7 +236,7 @@ class ClusterReconciler:
         """Wait until a deleting resource's keys are gone from the brokers (for the finalizer)."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._release_waiters.setdefault(uid, []).append(fut)
-        self.trigger()
+        self.trigger(uid)
         try:
             await asyncio.wait_for(fut, timeout)
         finally:
@@ -191,20 +254,28 @@ class ClusterReconciler:
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=self._wait)
             except TimeoutError:
-                # Re-render every status too, in case someone edited one by hand.
+                # The drift check covers everything; re-render every status too,
+                # in case someone edited one by hand.
+                self._full = True
                 self._rendered.clear()
             if self.settings.coalesce_seconds:
                 await asyncio.sleep(self.settings.coalesce_seconds)
             self._wake.clear()
             started = self._first_trigger
             self._first_trigger = None
+            scope = None if self._full else frozenset(self._dirty)
+            self._full = False
+            self._dirty.clear()
             try:
-                await self.reconcile_once()
+                await self.reconcile_once(scope)
                 backoff = 1.0
                 if started is not None:
                     metrics.CHANGE_LATENCY_SECONDS.labels(self.name).observe(time.monotonic() - started)
-            except (KafkaUnavailable, ClusterNotReady, SecretNotFound) as exc:
-                if isinstance(exc, KafkaUnavailable):
+            except (KafkaUnavailable, KafkaNotAuthorized, ClusterNotReady, SecretNotFound) as exc:
+                # A missing ACL is retried with the same capped backoff: the admin may grant it any time.
+                if isinstance(exc, KafkaNotAuthorized):
+                    reason = Reason.NOT_AUTHORIZED
+                elif isinstance(exc, KafkaUnavailable):
                     reason = Reason.KAFKA_UNAVAILABLE
                 elif isinstance(exc, SecretNotFound):
                     reason = Reason.CLUSTER_NOT_READY
@@ -213,7 +284,9 @@ class ClusterReconciler:
                 metrics.ERRORS.labels(self.name, reason.value).inc()
                 metrics.PASSES.labels(self.name, "unavailable").inc()
                 log.warning("cluster %s: %s; retrying in %.0fs", self.name, exc, backoff)
-                self._drop_admin()
+                self._full = True
+                if not isinstance(exc, KafkaNotAuthorized):  # the connection itself is fine
+                    self._drop_admin()
                 await self._report_unavailable(reason, str(exc))
                 await self._sleep_or_wake(backoff)
                 backoff = min(backoff * 2, self.settings.retry_max_seconds)
@@ -224,6 +297,7 @@ class ClusterReconciler:
                 metrics.PASSES.labels(self.name, "error").inc()
                 metrics.ERRORS.labels(self.name, "Internal").inc()
                 log.exception("cluster %s: reconcile pass failed; retrying in %.0fs", self.name, backoff)
+                self._full = True
                 await self._sleep_or_wake(backoff)
                 backoff = min(backoff * 2, self.settings.retry_max_seconds)
                 self._wake.set()
@@ -258,18 +332,31 @@ class ClusterReconciler:
 
     # -- one pass ------------------------------------------------------------------
 
-    async def reconcile_once(self) -> PassReport:
+    async def reconcile_once(self, scope: frozenset[str] | None = None) -> PassReport:
+        """One pass: over everything (``scope`` None) or narrowed to the resources with these uids."""
         started = time.monotonic()
         report = PassReport()
         cfg = await self._cluster()
         if cfg is None:
             raise ClusterNotReady(f"KafkaCluster {self.name!r} not found or not usable")
-        records = [r for r in self._records() if r.cluster == self.name]
+        every = [r for r in self._records() if r.cluster == self.name]
         if self._ledger is None:
             self._ledger = await self.ledger_store.load()
         ledger = self._ledger
         admin = self._admin_for(cfg)
+        narrowed = None if scope is None else self._narrow(every, scope)
+        touched = None if narrowed is None else narrowed[1]
+        records = every if narrowed is None else narrowed[0]
         records, outcomes, topic_extra = await self._expand_topic_quotas(admin, records)
+        # A TopicQuota whose topic kquota may not describe keeps its clients' quotas as they are.
+        frozen = {
+            entity: outcome.message
+            for rec in records
+            if (outcome := outcomes.get(rec.ref.uid)) is not None
+            and outcome.reason is Reason.NOT_AUTHORIZED
+            and rec.extras.get("enforcement") == "ClientQuotas"
+            for entity, _ in rec.extras.get("clients", ())
+        }
 
         claimers: list[ResourceRecord] = []
         entries: list[DesiredEntry] = []
@@ -279,36 +366,37 @@ class ClusterReconciler:
             if rec.error is not None:
                 outcomes[rec.ref.uid] = Outcome(Reason.INVALID_SPEC, rec.error)
                 continue
-            entities = [e for e, _ in rec.entries]
-            why = denied(rec.ref.namespace, entities, cfg.grants)
-            if why is not None:
-                outcomes[rec.ref.uid] = Outcome(Reason.NOT_PERMITTED, why)
-                continue
-            guarded = [e for e in entities if cfg.protection.covers(e)]
-            if guarded:
-                outcomes[rec.ref.uid] = Outcome(
-                    Reason.PROTECTED, f"{guarded[0].path()} names a protected principal; kquota never changes it"
-                )
+            refused = refusal(rec.ref.namespace, [e for e, _ in rec.entries], cfg.grants, cfg.protection)
+            if refused is not None:
+                outcomes[rec.ref.uid] = Outcome(*refused)
                 continue
             claimers.append(rec)
             entries.extend(DesiredEntry(rec.ref, rec.created, e, v) for e, v in rec.entries)
         claims = resolve_claims(entries)
 
-        live = await asyncio.to_thread(admin.describe_all)
-        the_plan = plan(claims.desired, live, ledger, cfg.policy, cfg.protection)
+        if touched is None:
+            live = await asyncio.to_thread(admin.describe_all)
+            the_plan = plan(claims.desired, live, ledger, cfg.policy, cfg.protection)
+        else:
+            live = await asyncio.to_thread(_describe_each, admin, touched)
+            owned = {e: ledger[e] for e in touched if e in ledger}
+            the_plan = plan(claims.desired, live, owned, cfg.policy, cfg.protection)
 
         now = time.monotonic()
         sendable: list[EntityChange] = []
-        held_back: dict[Entity, str] = {}
+        held_back: dict[Entity, str] = dict(frozen)
         for change in the_plan.changes:
+            if change.entity in frozen:
+                continue
             rejection = self._rejections.get(change.entity)
             if rejection is not None and rejection.change == change and now < rejection.retry_at:
                 held_back[change.entity] = rejection.message
                 continue
             sendable.append(change)
         # Anything no longer planned the same way gets a fresh chance.
+        planned = {c.entity for c in sendable}
         for entity in list(self._rejections):
-            if entity not in held_back and all(c.entity != entity for c in sendable):
+            if (touched is None or entity in touched) and entity not in held_back and entity not in planned:
                 del self._rejections[entity]
 
         # Write-ahead: ownership first, then the broker.
@@ -319,15 +407,24 @@ class ClusterReconciler:
             await self.ledger_store.save(ledger, record.keys())
 
         failed: dict[Entity, str] = {}
+        transient: set[Entity] = set()
+        acl_refusal: KafkaNotAuthorized | None = None
         if sendable:
             metrics.QUEUE_DEPTH.labels(self.name).set(len(sendable))
             report.changes = len(sendable)
             report.ops = sum(len(c.ops) for c in sendable)
             metrics.BATCH_OPS.labels(self.name).observe(report.ops)
-            results = await asyncio.to_thread(admin.alter, _to_adapter(sendable))
+            try:
+                results = await asyncio.to_thread(admin.alter, _to_adapter(sendable))
+            except KafkaNotAuthorized as exc:
+                # No ALTER_CONFIGS: roll back like a rejection below, but hold nothing back
+                # (granting the ACL is enough), then end the pass in backoff.
+                acl_refusal, results = exc, list(exc.results)
             for res in results:
                 if not res.ok:
                     failed[res.entity] = res.error_message or f"error code {res.error_code}"
+                    if res.error_name in TRANSIENT_ERRORS:
+                        transient.add(res.entity)
             metrics.QUEUE_DEPTH.labels(self.name).set(0)
 
         # Roll back the write-ahead for rejected entities (the broker changed nothing there).
@@ -336,10 +433,20 @@ class ClusterReconciler:
                 ledger[entity] = before[entity]
             else:
                 ledger.pop(entity, None)
+            if acl_refusal is not None:
+                continue
             change = next(c for c in sendable if c.entity == entity)
+            if entity in transient:
+                # Not the value's fault (e.g. the controller failed the request):
+                # try again soon, without holding the change back.
+                metrics.ERRORS.labels(self.name, Reason.KAFKA_UNAVAILABLE.value).inc()
+                log.warning("cluster %s: broker could not apply %s now: %s; retrying", self.name, entity, message)
+                continue
             self._rejections[entity] = _Rejection(change, message, now + self.settings.rejected_retry_seconds)
             metrics.ERRORS.labels(self.name, Reason.REJECTED.value).inc()
             log.warning("cluster %s: broker rejected %s: %s", self.name, entity, message)
+        if transient and acl_refusal is None:
+            asyncio.get_running_loop().call_later(TRANSIENT_RETRY_SECONDS, self.trigger)
         forget = {e: keys for e, keys in the_plan.forget.items() if e not in failed and e not in held_back}
         ledger = apply_ledger(ledger, {}, forget)
         if failed or forget:
@@ -347,6 +454,8 @@ class ClusterReconciler:
         self._ledger = ledger
         metrics.OWNED_KEYS.labels(self.name).set(sum(len(v) for v in ledger.values()))
         report.rejected = len(failed)
+        if acl_refusal is not None:
+            raise acl_refusal
 
         # The brokers' state after this pass, as far as we know it.
         live_after = {e: dict(v) for e, v in live.items()}
@@ -366,29 +475,39 @@ class ClusterReconciler:
             metrics.DRIFT.labels(self.name).inc(len(drifted))
             await self._drift_events(drifted, claims.holders, records)
 
-        problems = {**held_back, **failed}
-        brokers = await asyncio.to_thread(admin.broker_ids)
+        problems = {e: m for e, m in {**held_back, **failed}.items() if e not in transient}
+        retrying = {e: failed[e] for e in transient}
+        brokers = await self._broker_ids(admin, fresh=touched is None)
         windows = await self._controller_windows(admin, brokers, claimers)
         for rec in claimers:
-            outcome = self._outcome(rec, claims, live_after, problems)
+            outcome = self._outcome(rec, claims, live_after, problems, retrying)
             if rec.ref.kind == "ControllerMutationQuota":
-                outcome = self._with_burst(rec, outcome, windows)
+                rate, burst = float(rec.extras.get("rate", 0.0)), rec.extras.get("expectedBurst")
+                outcome = with_burst(outcome, rate, burst, windows)
             elif rec.ref.kind == "TopicQuota":
-                outcome = self._with_topic_enforcement(rec, outcome, topic_extra.get(rec.ref.uid, {}))
+                outcome = with_enforcement(outcome, rec.entries, topic_extra.get(rec.ref.uid, {}))
             outcomes[rec.ref.uid] = outcome
         report.outcomes = outcomes
-        await self._observe(cfg, claimers, records, live_after)
-        report.status_writes = await self._write_statuses(records, outcomes)
+        if touched is None:
+            # Metrics are read on full passes only: a narrow pass sees too few
+            # resources to attribute them.
+            await self._observe(cfg, claimers, records, live_after)
+        report.status_writes = await self._write_statuses(records, outcomes, prune=touched is None)
         await self._write_cluster_status(Reason.APPLIED, f"connected; {len(brokers)} broker(s)", len(brokers))
-        self._resolve_release_waiters(records, ledger, claims.holders)
-        self._count(records, outcomes)
+        self._resolve_release_waiters(every, ledger, claims.holders)
+        self._remember(records, claimers, outcomes, full=touched is None)
         self.passes += 1
         metrics.PASSES.labels(self.name, "ok").inc()
+        if touched is not None:
+            self.narrow_passes += 1
+            metrics.NARROW_PASSES.labels(self.name).inc()
         metrics.RECONCILE_SECONDS.labels(self.name).observe(time.monotonic() - started)
         if report.changes or report.drift or report.rejected:
             log.info(
-                "cluster %s: applied %d ops on %d entities, %d rejected, %d drift corrected, %d status writes in %.2fs",
+                "cluster %s: %s pass applied %d ops on %d entities, %d rejected, %d drift corrected, "
+                "%d status writes in %.2fs",
                 self.name,
+                "full" if touched is None else "narrow",
                 report.ops,
                 report.changes,
                 report.rejected,
@@ -404,6 +523,7 @@ class ClusterReconciler:
         claims: ClaimResolution,
         live_after: Mapping[Entity, Mapping[QuotaKey, float]],
         problems: Mapping[Entity, str],
+        retrying: Mapping[Entity, str] | None = None,
     ) -> Outcome:
         applied: dict[str, float] = {}
         all_live = True
@@ -418,6 +538,14 @@ class ClusterReconciler:
                 else:
                     all_live = False
         for entity, _ in rec.entries:
+            if retrying and entity in retrying:
+                return Outcome(
+                    Reason.KAFKA_UNAVAILABLE,
+                    f"the brokers could not apply the change to {entity.path()} now ({retrying[entity]}); "
+                    f"retrying in {TRANSIENT_RETRY_SECONDS:g}s",
+                    applied,
+                    False,
+                )
             if entity in problems:
                 return Outcome(
                     Reason.REJECTED,
@@ -472,7 +600,13 @@ class ClusterReconciler:
         if not topic_recs:
             return records, outcomes, extra
         names = sorted({r.extras["topic"] for r in topic_recs if r.extras["topic"]})
-        leaders = await asyncio.to_thread(admin.topic_leaders, names)
+        topics_refused: dict[str, str] = {}
+        try:
+            leaders = await asyncio.to_thread(admin.topic_leaders, names)
+        except KafkaNotAuthorized as exc:
+            # Per topic: TopicQuotas on topics kquota may describe carry on.
+            leaders = exc.leaders
+            topics_refused = {t: str(exc.only(t)) for t in exc.resources}
         layouts = {t: TopicLayout.from_partition_leaders(p) for t, p in leaders.items() if p}
         kip1010: bool | None = None
         expanded: dict[str, ResourceRecord] = {}
@@ -481,6 +615,11 @@ class ClusterReconciler:
             layout = layouts.get(topic) if topic else None
             extra[rec.ref.uid] = {"allowance": allowance(budget, layout)} if layout else {}
             missing = f"topic {topic!r} does not exist (yet)"
+            if topic in topics_refused:
+                kept = dict((rec.status.get("applied") or {}).get("values") or {})
+                message = topics_refused[topic]
+                outcomes[rec.ref.uid] = Outcome(Reason.NOT_AUTHORIZED, message, kept, extra=extra[rec.ref.uid])
+                continue
             if mode == "ClientQuotas":
                 if layout is None:
                     outcomes[rec.ref.uid] = Outcome(
@@ -489,15 +628,16 @@ class ClusterReconciler:
                         extra=extra[rec.ref.uid],
                     )
                     continue
-                entries = tuple(
-                    (entity, {k: client_quota(v, share, layout) for k, v in budget.items()})
-                    for entity, share in rec.extras["clients"]
-                )
+                entries = tuple(split_budget(budget, rec.extras["clients"], layout))
                 expanded[rec.ref.uid] = dataclasses.replace(rec, entries=entries)
             elif mode == "TopicConfig":
                 if kip1010 is None and layouts:
                     probe = topic if topic in layouts else next(iter(layouts))
-                    kip1010 = bool(KIP1010_CONFIGS & await asyncio.to_thread(admin.topic_config_names, probe))
+                    try:
+                        kip1010 = bool(KIP1010_CONFIGS & await asyncio.to_thread(admin.topic_config_names, probe))
+                    except KafkaNotAuthorized as exc:
+                        outcomes[rec.ref.uid] = Outcome(Reason.NOT_AUTHORIZED, str(exc), extra=extra[rec.ref.uid])
+                        continue
                 if kip1010 is None:
                     outcomes[rec.ref.uid] = Outcome(Reason.TOPIC_NOT_FOUND, f"{missing}: cannot probe topic configs")
                     continue
@@ -524,26 +664,6 @@ class ClusterReconciler:
                     extra_conditions=(("Enforced", "False", "MonitorOnly", "enforcement is Monitor"),),
                 )
         return [expanded.get(r.ref.uid, r) for r in records], outcomes, extra
-
-    @staticmethod
-    def _with_topic_enforcement(rec: ResourceRecord, outcome: Outcome, extra: Mapping[str, Any]) -> Outcome:
-        clients = [
-            {"entity": entity.path(), **{k.value: v for k, v in values.items()}} for entity, values in rec.entries
-        ]
-        enforced = outcome.reason is Reason.APPLIED
-        condition = (
-            "Enforced",
-            "True" if enforced else "False",
-            "ClientQuotas" if enforced else outcome.reason.value,
-            "the budget is enforced through the clients' quotas" if enforced else outcome.message,
-        )
-        return dataclasses.replace(outcome, extra={**extra, "clients": clients}, extra_conditions=(condition,))
-
-    @staticmethod
-    def _with_burst(rec: ResourceRecord, outcome: Outcome, windows: Mapping[int, ControllerWindow]) -> Outcome:
-        check = check_burst(float(rec.extras.get("rate", 0.0)), rec.extras.get("expectedBurst"), windows)
-        conditions = (("BurstSufficient", *check.condition),) if check.condition else ()
-        return dataclasses.replace(outcome, extra={"burst": check.status}, extra_conditions=conditions)
 
     # -- observed metrics --------------------------------------------------------------
 
@@ -642,7 +762,9 @@ class ClusterReconciler:
 
     # -- status, events, waiters ---------------------------------------------------
 
-    async def _write_statuses(self, records: list[ResourceRecord], outcomes: Mapping[str, Outcome]) -> int:
+    async def _write_statuses(
+        self, records: list[ResourceRecord], outcomes: Mapping[str, Outcome], prune: bool = True
+    ) -> int:
         now = _now()
         writes = []
         events = []
@@ -671,12 +793,13 @@ class ClusterReconciler:
             if old_ready is None or old_ready.get("reason") != outcome.reason.value:
                 events.append((rec, outcome))
             flips.extend((rec, c) for c in _flipped_true(prev, new, ("Throttled", "OverBudget")))
-        for uid in list(self._written):
-            if uid not in live_uids:
-                del self._written[uid]
-        for uid in list(self._rendered):
-            if uid not in live_uids:
-                del self._rendered[uid]
+        if prune:
+            for uid in list(self._written):
+                if uid not in live_uids:
+                    del self._written[uid]
+            for uid in list(self._rendered):
+                if uid not in live_uids:
+                    del self._rendered[uid]
         if not writes:
             return 0
 
@@ -791,11 +914,68 @@ class ClusterReconciler:
         except Exception as exc:  # noqa: BLE001 - the cluster's own status must not stop quota work
             log.warning("cluster %s: could not write KafkaCluster status: %s", self.name, exc)
 
-    def _count(self, records: list[ResourceRecord], outcomes: Mapping[str, Outcome]) -> None:
-        counts: dict[str, int] = {r.value: 0 for r in Reason}
+    def _remember(
+        self,
+        records: list[ResourceRecord],
+        claimers: list[ResourceRecord],
+        outcomes: Mapping[str, Outcome],
+        full: bool,
+    ) -> None:
+        """Keep what the next narrow pass needs (entities per resource) and the per-reason gauge."""
+        if full:
+            self._entities_by_uid.clear()
+            self._reasons.clear()
+        for rec in claimers:
+            self._entities_by_uid[rec.ref.uid] = frozenset(e for e, _ in rec.entries)
         for rec in records:
             out = outcomes.get(rec.ref.uid)
             if out is not None:
-                counts[out.reason.value] += 1
-        for reason, n in counts.items():
-            metrics.RESOURCES.labels(self.name, reason).set(n)
+                self._reasons[rec.ref.uid] = out.reason
+            elif rec.deleting:
+                self._reasons.pop(rec.ref.uid, None)
+        counts: dict[str, int] = {r.value: 0 for r in Reason}
+        for reason in self._reasons.values():
+            counts[reason.value] += 1
+        for reason_name, n in counts.items():
+            metrics.RESOURCES.labels(self.name, reason_name).set(n)
+
+    def _narrow(
+        self, records: list[ResourceRecord], scope: frozenset[str]
+    ) -> tuple[list[ResourceRecord], frozenset[Entity]] | None:
+        """The resources and entities a narrow pass over ``scope`` must cover; None when it must be full.
+
+        Closed under "claims a touched entity", so every resource competing
+        for a key takes part in resolving it, exactly as in a full pass.
+        """
+        touched: set[Entity] = set()
+        for uid in scope:
+            touched |= self._entities_by_uid.get(uid, frozenset())
+        involved: list[ResourceRecord] = []
+        while True:
+            involved = []
+            grown = set(touched)
+            for rec in records:
+                if rec.ref.kind == "TopicQuota":
+                    # Its entities come from the live layout (a full pass's work).
+                    clients = {e for e, _ in rec.extras.get("clients", ())}
+                    if rec.ref.uid in scope or clients & touched:
+                        return None
+                    continue
+                entities = {e for e, _ in rec.entries}
+                if rec.ref.uid in scope or entities & touched:
+                    involved.append(rec)
+                    grown |= entities
+            if grown == touched:
+                break
+            touched = grown
+            if len(touched) > self.settings.narrow_max_entities:
+                return None
+        if len(touched) > self.settings.narrow_max_entities:
+            return None
+        return involved, frozenset(touched)
+
+    async def _broker_ids(self, admin: QuotaAdmin, fresh: bool) -> list[int]:
+        """The brokers' ids, re-read on full passes (at least once per drift interval)."""
+        if fresh or self._brokers is None:
+            self._brokers = await asyncio.to_thread(admin.broker_ids)
+        return self._brokers

@@ -17,6 +17,11 @@ CHANGE_LATENCY_SECONDS = Histogram(
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
 )
 PASSES = Counter("kquota_reconcile_passes_total", "Reconcile passes by result.", ["cluster", "result"])
+NARROW_PASSES = Counter(
+    "kquota_reconcile_narrow_passes_total",
+    "Successful passes narrowed to the entities of a few changed resources (also counted in passes_total).",
+    ["cluster"],
+)
 BATCH_OPS = Histogram(
     "kquota_apply_batch_ops",
     "Quota key changes sent in one pass.",

@@ -20,6 +20,11 @@ class OperatorSettings(BaseSettings):
     rejected_retry_seconds: float = Field(
         300.0, gt=0, description="How long a broker-rejected value waits before a retry."
     )
+    narrow_max_entities: int = Field(
+        32,
+        ge=0,
+        description="Most entities a pass after a few changes describes one by one; more (or 0) makes it a full pass.",
+    )
     status_concurrency: int = Field(16, ge=1, description="Status patches in flight at once.")
     metrics_interval: float = Field(5.0, gt=0, description="Seconds between reads of the brokers' quota metrics.")
     observed_min_interval: float = Field(
