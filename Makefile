@@ -11,11 +11,12 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # pytest arguments, e.g. `make test PYTEST_ARGS="-k reconcile -x"`
 PYTEST_ARGS ?=
 
-.PHONY: help setup venv system-packages tools lint test test-unit demo crds lock clean
+.PHONY: help setup venv system-packages tools lint test test-unit test-faults demo crds lock clean
 
 help:
 	@echo "make demo   - local Kafka + kube-apiserver + operator + examples, then show status (Ctrl-C stops all)"
 	@echo "make test   - install everything and run every test (lint, types, layers, unit, integration, e2e)"
+	@echo "make test-faults - only the fault suite (broker/API server/operator faults; prints the resilience report)"
 	@echo "make crds   - regenerate crds/ and the Helm chart's copy from the pydantic models"
 
 $(VENV)/.installed: pyproject.toml
@@ -53,6 +54,10 @@ test: setup lint
 
 test-unit: venv
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
+
+# The fault suite alone (also part of `make test`); prints the resilience report.
+test-faults: setup
+	$(PY) -m pytest -m faults $(PYTEST_ARGS)
 
 crds: venv
 	$(PY) -m kquota.crdgen

@@ -104,6 +104,27 @@ class KubeAPIServer:
     def stop(self) -> None:
         self.proc.stop()
 
+    def restart(self, kill: bool = False, down_seconds: float = 0.0, timeout: float = 120) -> None:
+        """Stop the server (SIGTERM, or SIGKILL with ``kill``) and start it again.
+
+        The Go program reuses what it finds in ``workdir`` (etcd data, ports,
+        certificates, tokens), so the kubeconfig and every client stay valid:
+        only the connections are lost. ``down_seconds`` is the outage length.
+        """
+        if kill:
+            self.proc.kill()
+        else:
+            self.proc.stop()
+        time.sleep(down_seconds)
+        ready = self.workdir / "ready.json"
+        ready.unlink(missing_ok=True)
+        self.proc = procs.Process(self.proc.name, self.proc.argv, self.proc.log)
+        self.proc.start()
+        self.proc.wait_until(ready.exists, timeout, "/readyz answering after a restart")
+        info = json.loads(ready.read_text())
+        if info["server"] != self.server:
+            raise procs.ComponentError(f"restarted on {info['server']}, not on {self.server}")
+
     # -- kubectl ---------------------------------------------------------------
 
     def kubectl(

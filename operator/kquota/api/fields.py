@@ -48,6 +48,11 @@ def is_ip(value: object) -> bool:
     return not (isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None)
 
 
+def is_canonical_ip(value: str) -> bool:
+    """CEL's ``ip.isCanonical()`` for a valid address: Go's ``netip.Addr.String()`` form (RFC 5952)."""
+    return str(ipaddress.ip_address(value)) == value
+
+
 def is_cidr(value: object) -> bool:
     """CEL's ``isCIDR()``: Go ``netip.ParsePrefix`` (host bits allowed) minus IPv4-mapped IPv6."""
     if not isinstance(value, str) or "/" not in value:
@@ -67,6 +72,10 @@ NAME_XOR_DEFAULT: Final = "set exactly one of name or default: true"
 DEFAULT_MUST_BE_TRUE: Final = "default must be true when set: to quota one named entity, omit default and set name"
 IP_NAME_INVALID: Final = (
     "name must be an IPv4 or IPv6 address such as 192.0.2.10 or 2001:db8::10 (no CIDR range, zone or IPv4-mapped IPv6)"
+)
+IP_NAME_NOT_CANONICAL: Final = (
+    "name must be the address in canonical form (lower case, no leading zeros, the longest run of zero groups "
+    "as ::, e.g. 2001:db8::10): Kafka keeps each spelling as its own quota entity"
 )
 
 
@@ -122,6 +131,11 @@ class IpEntityName(EntityName):
     __rules__: ClassVar[tuple[Rule, ...]] = (
         *EntityName.__rules__,
         Rule("!has(self.name) || isIP(self.name)", IP_NAME_INVALID, lambda s: s.name is None or is_ip(s.name)),
+        Rule(
+            "!has(self.name) || !isIP(self.name) || ip.isCanonical(self.name)",
+            IP_NAME_NOT_CANONICAL,
+            lambda s: s.name is None or not is_ip(s.name) or is_canonical_ip(s.name),
+        ),
     )
 
 

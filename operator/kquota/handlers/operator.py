@@ -96,9 +96,13 @@ def _index(kind: str) -> Any:
 
 
 def _delete(kind: str) -> Any:
-    async def delete(body: kopf.Body, **_: Any) -> None:
+    async def delete(body: kopf.Body, **kwargs: Any) -> None:
         rec = record_from_body(kind, body, Runtime.settings.default_cluster)
         engine = Runtime.engines.get(rec.cluster)
+        if engine is None and rec.cluster in kwargs["kafkaclusters_index"]:
+            # The KafkaCluster exists but its reconciler has not started yet (just
+            # after an operator restart): hold the finalizer until it can remove the keys.
+            raise kopf.TemporaryError(f"waiting for the reconciler of cluster {rec.cluster!r} to start", delay=2)
         if engine is None:
             # No reconciler for this cluster (KafkaCluster absent): the ledger keeps
             # what kquota set, and the keys are removed once the cluster is back.

@@ -13,7 +13,12 @@
 //	kubeconfig       an admin identity (group system:masters)
 //	identities.json  the static identities given with -user (name -> token, groups)
 //	ready.json       port, pid and paths, written once /readyz answers
+//	state.json       the ports of the API server and etcd, for a restart
 //
+// Started again on a directory it ran in before, it is the same server
+// restarted: it keeps the etcd data, the ports (so existing kubeconfigs stay
+// valid), the CA and serving certificate, the service account key and every
+// identity's token. Only ready.json is removed at start and written anew.
 // It stops on SIGTERM/SIGINT and also when its parent process goes away, so an
 // interrupted test run leaves no apiserver or etcd behind.
 package main
@@ -60,6 +65,13 @@ type readyInfo struct {
 	AdminToken string `json:"adminToken"`
 }
 
+// persisted is state.json: what a restart on the same directory reuses.
+type persisted struct {
+	Port           int `json:"port"`
+	EtcdClientPort int `json:"etcdClientPort"`
+	EtcdPeerPort   int `json:"etcdPeerPort"`
+}
+
 type userFlags []string
 
 func (u *userFlags) String() string     { return strings.Join(*u, ";") }
@@ -97,29 +109,38 @@ func run(dir string, port int, users, extraArgs []string) error {
 	if err := os.MkdirAll(certDir, 0o700); err != nil {
 		return err
 	}
-	if port == 0 {
-		if port, err = freePort(); err != nil {
-			return err
-		}
-	}
-	clientPort, err := freePort()
-	if err != nil {
+	// A stale ready.json would tell the harness a restarted server is ready.
+	if err := os.Remove(filepath.Join(dir, "ready.json")); err != nil && !os.IsNotExist(err) {
 		return err
 	}
-	peerPort, err := freePort()
+	state, err := loadState(filepath.Join(dir, "state.json"), port)
 	if err != nil {
-		return err
+		return fmt.Errorf("state: %w", err)
 	}
+	port, clientPort, peerPort := state.Port, state.EtcdClientPort, state.EtcdPeerPort
 
-	caFile, certFile, keyFile, err := writeServingCerts(certDir)
+	caFile, certFile, keyFile, err := loadOrWriteServingCerts(certDir)
 	if err != nil {
 		return fmt.Errorf("certificates: %w", err)
 	}
 	saKey := filepath.Join(certDir, "sa.key")
-	if err := writeRSAKey(saKey); err != nil {
-		return fmt.Errorf("service account key: %w", err)
+	if !exists(saKey) {
+		if err := writeRSAKey(saKey); err != nil {
+			return fmt.Errorf("service account key: %w", err)
+		}
 	}
-	adminToken := randomToken()
+	// Tokens of a previous run on this directory stay valid after a restart.
+	previous, err := loadTokens(filepath.Join(dir, "identities.json"))
+	if err != nil {
+		return fmt.Errorf("identities: %w", err)
+	}
+	tokenOf := func(name string) string {
+		if t, ok := previous[name]; ok {
+			return t
+		}
+		return randomToken()
+	}
+	adminToken := tokenOf("kquota-admin")
 	idents := []identity{{Name: "kquota-admin", Token: adminToken, Groups: []string{"system:masters"}}}
 	for _, u := range users {
 		name, groups, _ := strings.Cut(u, ":")
@@ -127,7 +148,7 @@ func run(dir string, port int, users, extraArgs []string) error {
 		if groups != "" {
 			gs = strings.Split(groups, ",")
 		}
-		idents = append(idents, identity{Name: name, Token: randomToken(), Groups: gs})
+		idents = append(idents, identity{Name: name, Token: tokenOf(name), Groups: gs})
 	}
 	tokenFile := filepath.Join(certDir, "tokens.csv")
 	if err := writeTokenFile(tokenFile, idents); err != nil {
@@ -206,6 +227,62 @@ func watchParent() {
 	}
 }
 
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// loadState returns the ports of a previous run on this directory, or picks
+// free ones (port, when not 0, is the API server's) and records them.
+func loadState(path string, port int) (persisted, error) {
+	var st persisted
+	if b, err := os.ReadFile(path); err == nil {
+		if err := json.Unmarshal(b, &st); err != nil {
+			return st, err
+		}
+		if port != 0 {
+			st.Port = port
+		}
+		return st, writeJSON(path, st)
+	} else if !os.IsNotExist(err) {
+		return st, err
+	}
+	var err error
+	if port == 0 {
+		if port, err = freePort(); err != nil {
+			return st, err
+		}
+	}
+	st.Port = port
+	if st.EtcdClientPort, err = freePort(); err != nil {
+		return st, err
+	}
+	if st.EtcdPeerPort, err = freePort(); err != nil {
+		return st, err
+	}
+	return st, writeJSON(path, st)
+}
+
+// loadTokens reads identities.json of a previous run: name -> token.
+func loadTokens(path string) (map[string]string, error) {
+	out := map[string]string{}
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var idents []identity
+	if err := json.Unmarshal(b, &idents); err != nil {
+		return nil, err
+	}
+	for _, id := range idents {
+		out[id.Name] = id.Token
+	}
+	return out, nil
+}
+
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -279,6 +356,18 @@ func writeRSAKey(path string) error {
 	}
 	der := x509.MarshalPKCS1PrivateKey(key)
 	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: der}), 0o600)
+}
+
+// loadOrWriteServingCerts reuses the CA and serving certificate of a previous
+// run on this directory (clients keep trusting a restarted server), or makes them.
+func loadOrWriteServingCerts(dir string) (caFile, certFile, keyFile string, err error) {
+	caFile = filepath.Join(dir, "ca.crt")
+	certFile = filepath.Join(dir, "apiserver.crt")
+	keyFile = filepath.Join(dir, "apiserver.key")
+	if exists(caFile) && exists(certFile) && exists(keyFile) {
+		return caFile, certFile, keyFile, nil
+	}
+	return writeServingCerts(dir)
 }
 
 // writeServingCerts makes a throwaway CA and a serving certificate for
