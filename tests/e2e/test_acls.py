@@ -40,8 +40,8 @@ from tests.harness.operator_proc import (
     apply,
     client_quota,
     condition,
-    ensure_ledger_namespace,
     get,
+    scram_security,
     wait_for,
 )
 from tests.harness.pytest_resilience import Resilience
@@ -210,25 +210,7 @@ def acl_stack(kube: KubeAPIServer, tmp_path_factory: pytest.TempPathFactory) -> 
             plain.close()
 
         kube.apply_crds()
-        ensure_ledger_namespace(kube)
-        secret = f"kquota-op-{hexid()}"
-        kube.kubectl(
-            "create",
-            "secret",
-            "generic",
-            secret,
-            "-n",
-            LEDGER_NAMESPACE,
-            f"--from-literal=username={user}",
-            f"--from-literal=password={password}",
-        )
-        security = {
-            "protocol": "SASL_PLAINTEXT",
-            "sasl": {
-                "mechanism": "SCRAM-SHA-512",
-                "credentialsSecretRef": {"namespace": LEDGER_NAMESPACE, "name": secret},
-            },
-        }
+        security = scram_security(kube, f"kquota-op-{hexid()}", user, password)
         kube.kubectl(
             "apply",
             "-f",

@@ -56,12 +56,12 @@ from tests.harness import invariants
 from tests.harness.kafka_cluster import KafkaCluster
 from tests.harness.kube_apiserver import KubeAPIServer
 from tests.harness.operator_proc import (
-    LEDGER_NAMESPACE,
     OperatorProcess,
     client_quota,
     condition,
     ensure_ledger_namespace,
     kafka_cluster_manifest,
+    scram_security,
     wait_for,
 )
 from tests.harness.pytest_resilience import Resilience
@@ -738,22 +738,7 @@ def test_slow_broker(
     tmp_path: Path,
     resilience: Resilience,
 ) -> None:
-    secret = "kafka-admin"
-    ensure_ledger_namespace(own_kube)
-    own_kube.kubectl(
-        "create",
-        "secret",
-        "generic",
-        secret,
-        "-n",
-        LEDGER_NAMESPACE,
-        f"--from-literal=username={kafka1.admin_user}",
-        f"--from-literal=password={kafka1.admin_password}",
-    )
-    sasl = {
-        "protocol": "SASL_PLAINTEXT",
-        "sasl": {"mechanism": "SCRAM-SHA-512", "credentialsSecretRef": {"namespace": LEDGER_NAMESPACE, "name": secret}},
-    }
+    sasl = scram_security(own_kube, "kafka-admin", kafka1.admin_user, kafka1.admin_password)
     # The operator reaches the broker only through the proxy; the checks read it directly.
     stack = start_stack(own_kube, kafka1, tmp_path / "operator", operators, f"127.0.0.1:{proxy.port}", sasl)
     sc = Scenario.begin("slow broker", stack)

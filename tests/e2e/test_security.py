@@ -19,7 +19,7 @@ import pytest
 
 from kquota.domain.entities import Entity, QuotaKey
 from tests.e2e.conftest import Stack
-from tests.harness.operator_proc import LEDGER_NAMESPACE, apply, client_quota, condition, get, wait_for
+from tests.harness.operator_proc import LEDGER_NAMESPACE, apply, client_quota, condition, get, scram_security, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -140,21 +140,8 @@ def test_sasl_credentials_from_a_secret_never_leak(stack: Stack) -> None:
     password = f"S3cret-{secrets.token_hex(12)}"
     stack.kafka.create_scram_user(op_user, password, mechanism="SCRAM-SHA-512")
     secret = uniq("kafka-creds")
-    stack.kube.kubectl(
-        "create",
-        "secret",
-        "generic",
-        secret,
-        "-n",
-        LEDGER_NAMESPACE,
-        f"--from-literal=username={op_user}",
-        f"--from-literal=password={password}",
-    )
+    sasl = scram_security(stack.kube, secret, op_user, password)
     name = uniq("secure")
-    sasl = {
-        "protocol": "SASL_PLAINTEXT",
-        "sasl": {"mechanism": "SCRAM-SHA-512", "credentialsSecretRef": {"namespace": LEDGER_NAMESPACE, "name": secret}},
-    }
     stack.kube.kubectl("apply", "-f", "-", input=json.dumps(cluster(name, stack.kafka.sasl_bootstrap, security=sasl)))
     ns = stack.new_namespace()
     target = uniq("app")

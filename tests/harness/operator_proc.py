@@ -160,3 +160,23 @@ def wait_for(
 
 def ensure_ledger_namespace(kube: KubeAPIServer) -> None:
     kube.kubectl("create", "namespace", LEDGER_NAMESPACE, check=False)
+
+
+def scram_security(kube: KubeAPIServer, secret: str, username: str, password: str) -> dict[str, Any]:
+    """A Secret with SCRAM-SHA-512 credentials in the ledger namespace, and the KafkaCluster
+    ``spec.security`` that uses it (SASL_PLAINTEXT)."""
+    ensure_ledger_namespace(kube)
+    kube.kubectl(
+        "create",
+        "secret",
+        "generic",
+        secret,
+        "-n",
+        LEDGER_NAMESPACE,
+        f"--from-literal=username={username}",
+        f"--from-literal=password={password}",
+    )
+    return {
+        "protocol": "SASL_PLAINTEXT",
+        "sasl": {"mechanism": "SCRAM-SHA-512", "credentialsSecretRef": {"namespace": LEDGER_NAMESPACE, "name": secret}},
+    }

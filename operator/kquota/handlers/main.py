@@ -16,6 +16,7 @@ import aiohttp
 import kopf
 from prometheus_client import start_http_server
 
+from kquota.handlers import kopf_startup
 from kquota.handlers import operator as handlers
 from kquota.reconcile.settings import OperatorSettings
 
@@ -107,6 +108,7 @@ def run(settings: OperatorSettings, verbose: bool = False) -> int:
     if settings.kubeconfig:
         os.environ["KUBECONFIG"] = settings.kubeconfig
     handlers.configure(settings)
+    kopf_startup.install()
     if settings.metrics_port:
         start_http_server(settings.metrics_port)
     liveness = f"http://0.0.0.0:{settings.liveness_port}/healthz" if settings.liveness_port else None
