@@ -14,6 +14,7 @@ at tens of thousands of entities. Entity names are stored as JSON strings with
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
@@ -25,7 +26,10 @@ SHARDS = 16
 FORMAT_VERSION = 1
 
 
+@functools.lru_cache(maxsize=1 << 17)
 def shard_of(entity: Entity, shards: int = SHARDS) -> int:
+    # Cached: every ledger save splits the whole ledger by shard, and a narrow
+    # pass at 10,000 entities must not pay 10,000 JSON dumps and hashes for it.
     digest = hashlib.sha256(json.dumps(entity.parts(), sort_keys=True).encode()).digest()
     return int.from_bytes(digest[:4], "big") % shards
 
