@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kquota.reconcile.settings import OperatorSettings
 from tests.harness import tools
 from tests.harness.kube_apiserver import KubeAPIServer
 
@@ -211,6 +212,38 @@ def test_deployment_is_hardened_and_runs_with_peering(helm: Helm) -> None:
     assert not find(docs, "ServiceMonitor")
     (cluster,) = find(docs, "KafkaCluster")
     assert cluster["spec"] == SASL_CLUSTER["spec"]
+
+
+#: Operator settings the chart does not pass, and why.
+NOT_FROM_THE_CHART = {
+    "kubeconfig": "in-cluster service account",
+    "watch_namespaces": "the chart's RBAC is cluster-wide (ClusterRole)",
+}
+#: Settings whose chart default differs from `kquota operator`'s on purpose.
+CHART_CHOICES = {"default_cluster", "peering", "log_format"}
+
+
+def test_every_operator_setting_is_a_chart_value_with_the_operators_default(
+    helm: Helm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (deploy,) = find(render(helm, {"kafka": {"clusters": [SASL_CLUSTER]}}), "Deployment")
+    (container,) = deploy["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+    missing = {
+        name
+        for name in OperatorSettings.model_fields
+        if f"KQUOTA_{name.upper()}" not in env and name not in NOT_FROM_THE_CHART
+    }
+    assert not missing, f"operator settings with no chart value: {sorted(missing)}"
+    # The operator reading the rendered environment gets its own defaults, bar deliberate choices.
+    for name in list(os.environ):
+        if name.startswith("KQUOTA_"):
+            monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    from_chart, defaults = OperatorSettings().model_dump(), OperatorSettings.model_construct().model_dump()
+    differ = {k for k in defaults if from_chart[k] != defaults[k]}
+    assert differ == CHART_CHOICES, {k: (from_chart[k], defaults[k]) for k in differ ^ CHART_CHOICES}
 
 
 def test_each_replica_takes_its_own_peering_priority(helm: Helm, tmp_path: Path) -> None:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import re
 import sys
+from pathlib import Path
 
 import pytest
 
 from kquota import __version__
 from kquota.cli import completion
 from kquota.cli.main import build_parser, main
+from kquota.reconcile.settings import OperatorSettings
 
 pytestmark = pytest.mark.unit
 
@@ -77,3 +81,21 @@ def test_zsh_and_fish(capsys: pytest.CaptureFixture[str]) -> None:
     assert "complete -c kquota -n '__fish_seen_subcommand_from plan' -s o -l output -x -a 'text json'" in fish
     assert "complete -c kquota -n '__fish_seen_subcommand_from validate' -s f -l filename -r -F" in fish
     assert "%(default)s" not in fish
+
+
+def test_readme_lists_every_operator_setting_with_its_default() -> None:
+    """The README's configuration table is what users tune from: every setting, the real default."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    rows = dict(re.findall(r"^\| `KQUOTA_([A-Z_]+)` \| `?([^|`]+?)`? \|", readme, re.MULTILINE))
+    defaults = OperatorSettings.model_construct().model_dump()
+    assert set(rows) == {name.upper() for name in defaults}
+    for name, value in defaults.items():
+        shown = rows[name.upper()]
+        if value is None:
+            assert shown == "unset", name
+        elif isinstance(value, list):
+            assert json.loads(shown) == value, name
+        elif isinstance(value, float | int):
+            assert float(shown) == value, name
+        else:
+            assert shown == value, name
