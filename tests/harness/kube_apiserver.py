@@ -86,6 +86,10 @@ class KubeAPIServer:
         binary = ensure_binary()
         workdir.mkdir(parents=True, exist_ok=True)
         args = [str(binary), "-dir", str(workdir)]
+        # The harness picks the ports (below the ephemeral range, see procs.free_port) so that
+        # restart() finds them free; the program records them in state.json for the restart.
+        for flag in ("-port", "-etcd-client-port", "-etcd-peer-port"):
+            args += [flag, str(procs.free_port())]
         for name, groups in (identities or DEFAULT_IDENTITIES).items():
             args += ["-user", f"{name}:{','.join(groups)}" if groups else name]
         for extra in extra_args or []:

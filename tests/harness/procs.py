@@ -134,12 +134,42 @@ class Process:
             self.popen.wait(10)
 
 
+#: Ports this process has handed out: never handed out twice, even once free again.
+_handed_out: set[int] = set()
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
+    """A free loopback port below the kernel's ephemeral range, not handed out before.
+
+    Below the ephemeral range because components are restarted on the ports they
+    had (a broker or the API server in the fault suite): a port the kernel may
+    give any outgoing connection could be taken while the component is down, and
+    the restart would fail with "address in use". Nothing here binds port 0.
+    """
+    import random
     import socket
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    low = _ephemeral_low()
+    start = max(1024, low - 16384)
+    for _ in range(200):
+        port = random.randrange(start, low)
+        if port in _handed_out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise ComponentError(f"no free loopback port in {start}-{low - 1}")
 
 
 def run_checked(

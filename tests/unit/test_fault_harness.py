@@ -10,10 +10,12 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from kquota.domain.entities import Entity
+from tests.harness import procs
 from tests.harness.invariants import check
 from tests.harness.slowproxy import SlowProxy
 
@@ -123,3 +125,18 @@ def test_a_stall_holds_traffic_back(echo_port: int) -> None:
             exchange(proxy.port, b"ping", timeout=0.5)
     finally:
         proxy.stop()
+
+
+def test_free_ports_are_outside_the_ephemeral_range_and_never_repeat() -> None:
+    """A component restarted on its port (broker, API server) must find it free: no outgoing
+    connection can have been given it meanwhile, and no other component was handed it."""
+    low, high = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    ports = [procs.free_port() for _ in range(300)]
+    assert len(set(ports)) == len(ports)
+    assert all(1024 <= p < low for p in ports), [p for p in ports if not 1024 <= p < low]
+    # Outgoing connections really are given ports in [low, high]: the range the harness avoids.
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", ports[0]))
+        server.listen()
+        with socket.create_connection(("127.0.0.1", ports[0])) as client:
+            assert low <= client.getsockname()[1] <= high

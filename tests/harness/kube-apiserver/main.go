@@ -81,6 +81,8 @@ func main() {
 	var (
 		dir      = flag.String("dir", "", "state directory (created if missing)")
 		port     = flag.Int("port", 0, "secure port; 0 picks a free loopback port")
+		etcdPort = flag.Int("etcd-client-port", 0, "etcd client port; 0 picks a free loopback port")
+		peerPort = flag.Int("etcd-peer-port", 0, "etcd peer port; 0 picks a free loopback port")
 		users    userFlags
 		extraArg userFlags
 	)
@@ -90,7 +92,7 @@ func main() {
 	if *dir == "" {
 		fail("-dir is required")
 	}
-	if err := run(*dir, *port, users, extraArg); err != nil {
+	if err := run(*dir, persisted{Port: *port, EtcdClientPort: *etcdPort, EtcdPeerPort: *peerPort}, users, extraArg); err != nil {
 		fail(err.Error())
 	}
 }
@@ -100,7 +102,7 @@ func fail(msg string) {
 	os.Exit(1)
 }
 
-func run(dir string, port int, users, extraArgs []string) error {
+func run(dir string, ports persisted, users, extraArgs []string) error {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return err
@@ -113,7 +115,7 @@ func run(dir string, port int, users, extraArgs []string) error {
 	if err := os.Remove(filepath.Join(dir, "ready.json")); err != nil && !os.IsNotExist(err) {
 		return err
 	}
-	state, err := loadState(filepath.Join(dir, "state.json"), port)
+	state, err := loadState(filepath.Join(dir, "state.json"), ports)
 	if err != nil {
 		return fmt.Errorf("state: %w", err)
 	}
@@ -232,33 +234,31 @@ func exists(path string) bool {
 	return err == nil
 }
 
-// loadState returns the ports of a previous run on this directory, or picks
-// free ones (port, when not 0, is the API server's) and records them.
-func loadState(path string, port int) (persisted, error) {
+// loadState returns the ports of a previous run on this directory, with any
+// given (non-zero) port taking precedence, and picks free ones for the rest;
+// it records the result for the next restart.
+func loadState(path string, given persisted) (persisted, error) {
 	var st persisted
 	if b, err := os.ReadFile(path); err == nil {
 		if err := json.Unmarshal(b, &st); err != nil {
 			return st, err
 		}
-		if port != 0 {
-			st.Port = port
-		}
-		return st, writeJSON(path, st)
 	} else if !os.IsNotExist(err) {
 		return st, err
 	}
-	var err error
-	if port == 0 {
-		if port, err = freePort(); err != nil {
-			return st, err
+	for _, p := range []struct{ given, state *int }{
+		{&given.Port, &st.Port}, {&given.EtcdClientPort, &st.EtcdClientPort}, {&given.EtcdPeerPort, &st.EtcdPeerPort},
+	} {
+		if *p.given != 0 {
+			*p.state = *p.given
 		}
-	}
-	st.Port = port
-	if st.EtcdClientPort, err = freePort(); err != nil {
-		return st, err
-	}
-	if st.EtcdPeerPort, err = freePort(); err != nil {
-		return st, err
+		if *p.state == 0 {
+			free, err := freePort()
+			if err != nil {
+				return st, err
+			}
+			*p.state = free
+		}
 	}
 	return st, writeJSON(path, st)
 }
