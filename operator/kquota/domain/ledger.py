@@ -6,10 +6,13 @@ resource wants are exactly the keys to remove, and nothing else is touched.
 
 It is stored as JSON in a few ConfigMaps per Kafka cluster (see
 ``kquota.k8s.ledger``). Entities are spread over shards by a stable hash so a
-batch rewrites only the shards it touched and no object nears the 1 MiB limit
-at tens of thousands of entities. Entity names are stored as JSON strings with
-``null`` for the default entity, so any name Kafka accepts (unicode, commas,
-``<default>`` itself) round-trips exactly.
+batch rewrites only the shards it touched. Sixteen shards hold tens of
+thousands of entities with ordinary names; when a shard would pass the
+API server's 1 MiB object limit (a thousand or so user/client-id pairs with
+1,024-character names), the shard count doubles until every shard fits.
+Entity names are stored as JSON strings with ``null`` for the default entity,
+so any name Kafka accepts (unicode, commas, ``<default>`` itself) round-trips
+exactly.
 """
 
 from __future__ import annotations
@@ -23,7 +26,18 @@ from typing import Any
 from kquota.domain.entities import Entity, QuotaKey
 
 SHARDS = 16
+#: Most shards (x 1 MiB): beyond this the ledger refuses to grow rather than fill etcd.
+MAX_SHARDS = 1024
+#: Largest encoded shard in UTF-8 bytes: the API server refuses a ConfigMap whose data
+#: passes 1 MiB (1,048,576 bytes); the rest is margin for the key and the metadata. The
+#: request carrying it is JSON with non-ASCII escaped (a 4-byte character becomes 12),
+#: at most 3x this, which stays under the API server's 3 MiB request body limit.
+SHARD_BYTES = 1_000_000
 FORMAT_VERSION = 1
+
+
+class LedgerTooLarge(ValueError):
+    """Even MAX_SHARDS shards cannot hold the ledger."""
 
 
 @functools.lru_cache(maxsize=1 << 17)
@@ -65,3 +79,27 @@ def split(
 
 def touched_shards(entities: Iterable[Entity], shards: int = SHARDS) -> set[int]:
     return {shard_of(e, shards) for e in entities}
+
+
+def encoded_size(text: str) -> int:
+    """Bytes the API server counts for a shard's text (UTF-8)."""
+    return len(text.encode())
+
+
+def shards_needed(ledger: Mapping[Entity, Mapping[QuotaKey, float]], shards: int = SHARDS) -> int:
+    """The least power-of-two multiple of ``shards`` in which every shard fits SHARD_BYTES.
+
+    Never fewer than ``shards``: the count only grows, so a layout on the API
+    server is never replaced by a smaller one that a crash could leave half-written.
+    """
+    while True:
+        parts = split(ledger, shards)
+        if all(encoded_size(encode_shard(entries)) <= SHARD_BYTES for entries in parts.values()):
+            return shards
+        if shards * 2 > MAX_SHARDS:
+            size = sum(encoded_size(encode_shard(entries)) for entries in parts.values())
+            raise LedgerTooLarge(
+                f"the ownership ledger ({len(ledger)} entities, {size / 2**20:.0f} MiB) does not fit "
+                f"{MAX_SHARDS} ConfigMaps of {SHARD_BYTES / 2**20:.2f} MiB"
+            )
+        shards *= 2

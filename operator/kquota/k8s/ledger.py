@@ -4,25 +4,63 @@ One set of shards per Kafka cluster, in the operator's namespace, labelled
 ``kquota.io/ledger=<cluster>``. Loaded once when a cluster's reconciler starts,
 then kept in memory and written through: the operator is the only writer (Kopf
 peering keeps one replica active), so the in-memory copy is authoritative.
+
+A save rewrites only the shards holding the entities it was given. When one of
+them would pass the API server's size limit, the ledger moves to a layout with
+more shards: the new layout is written whole (every shard, empty ones too) under
+new names, and only then is the old one retired. A crash in between leaves the
+old layout whole and the new one incomplete, and :meth:`LedgerStore.load` reads
+the largest *complete* layout, so the ledger never loses an entity.
+
+Retired shards are emptied and relabelled ``kquota.io/ledger-retired``, not
+deleted: the operator's Role has no ``delete`` on ConfigMaps.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from kquota.domain import ledger as fmt
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.k8s.api import Kube
 
 LABEL = "kquota.io/ledger"
+SHARDS_LABEL = "kquota.io/ledger-shards"
+RETIRED_LABEL = "kquota.io/ledger-retired"
 DATA_KEY = "ledger.json"
 
 
-def _name(cluster: str, shard: int) -> str:
-    # Cluster names are DNS labels already; the hash keeps long ones within 253 chars.
-    short = cluster if len(cluster) <= 200 else hashlib.sha256(cluster.encode()).hexdigest()[:16]
-    return f"kquota-ledger-{short}-{shard:02d}"
+def _hashed(cluster: str, limit: int) -> str:
+    return cluster if len(cluster) <= limit else "h-" + hashlib.sha256(cluster.encode()).hexdigest()[:16]
+
+
+def label_value(cluster: str) -> str:
+    """The ``kquota.io/ledger`` label of a cluster's shards: label values stop at 63 characters."""
+    return _hashed(cluster, 63)
+
+
+def selector(cluster: str) -> str:
+    return f"{LABEL}={label_value(cluster)}"
+
+
+def shard_name(cluster: str, shard: int, shards: int = fmt.SHARDS) -> str:
+    # Cluster names are DNS subdomains already; the hash keeps long ones within 253 chars.
+    # The first layout keeps its original names; larger ones carry their size, so two
+    # layouts never share a name and a half-written one never overwrites the other.
+    short = _hashed(cluster, 200)
+    if shards == fmt.SHARDS:
+        return f"kquota-ledger-{short}-{shard:02d}"
+    return f"kquota-ledger-{short}.s{shards}-{shard:04d}"
+
+
+def _shards_of(cm: Any) -> int:
+    labels = cm.metadata.labels or {}
+    try:
+        return int(labels.get(SHARDS_LABEL, fmt.SHARDS))
+    except ValueError:
+        return fmt.SHARDS
 
 
 class LedgerStore:
@@ -30,10 +68,22 @@ class LedgerStore:
         self.kube = kube
         self.namespace = namespace
         self.cluster = cluster
+        #: Shards of the layout in use (known after load()).
+        self.shards = fmt.SHARDS
+        #: ConfigMaps of other layouts found by load() (a move cut short): retired by the next save.
+        self._stale: list[str] = []
 
     async def load(self) -> dict[Entity, dict[QuotaKey, float]]:
+        layouts: dict[int, list[Any]] = {}
+        for cm in await self.kube.list_config_maps(self.namespace, selector(self.cluster)):
+            layouts.setdefault(_shards_of(cm), []).append(cm)
+        # The largest layout written whole; the first layout is whole by definition
+        # (its shards are written as entities arrive, an absent shard is an empty one).
+        complete = [n for n, cms in layouts.items() if n == fmt.SHARDS or len(cms) == n]
+        self.shards = max(complete, default=fmt.SHARDS)
+        self._stale = [cm.metadata.name for n, cms in layouts.items() if n != self.shards for cm in cms]
         out: dict[Entity, dict[QuotaKey, float]] = {}
-        for cm in await self.kube.list_config_maps(self.namespace, f"{LABEL}={self.cluster}"):
+        for cm in layouts.get(self.shards, []):
             text = (cm.data or {}).get(DATA_KEY)
             if text:
                 out.update(fmt.decode_shard(text))
@@ -41,15 +91,45 @@ class LedgerStore:
 
     async def save(self, ledger: Mapping[Entity, Mapping[QuotaKey, float]], entities: Iterable[Entity]) -> int:
         """Rewrite the shards holding ``entities``; returns how many shards were written."""
-        shards = fmt.touched_shards(entities)
-        if not shards:
+        touched = fmt.touched_shards(entities, self.shards)
+        if not touched:
             return 0
-        parts = fmt.split(ledger)
-        for shard in sorted(shards):
+        parts = fmt.split(ledger, self.shards)
+        texts = {shard: fmt.encode_shard(parts[shard]) for shard in sorted(touched)}
+        if all(fmt.encoded_size(text) <= fmt.SHARD_BYTES for text in texts.values()):
+            for shard, text in texts.items():
+                await self._put(self.shards, shard, text)
+            await self._retire(self._stale)
+            return len(texts)
+        return await self._grow(ledger)
+
+    async def _grow(self, ledger: Mapping[Entity, Mapping[QuotaKey, float]]) -> int:
+        shards = fmt.shards_needed(ledger, self.shards * 2)
+        parts = fmt.split(ledger, shards)
+        for shard in range(shards):
+            await self._put(shards, shard, fmt.encode_shard(parts[shard]))
+        # The new layout is whole: from here on load() reads it, so the old one can go.
+        keep = {shard_name(self.cluster, shard, shards) for shard in range(shards)}
+        live = await self.kube.list_config_maps(self.namespace, selector(self.cluster))
+        self.shards = shards
+        await self._retire([cm.metadata.name for cm in live if cm.metadata.name not in keep])
+        return shards
+
+    async def _retire(self, names: list[str]) -> None:
+        # One by one off the list: a save that fails half-way leaves the rest to the next one.
+        while names:
             await self.kube.put_config_map(
                 self.namespace,
-                _name(self.cluster, shard),
-                {LABEL: self.cluster, "app.kubernetes.io/managed-by": "kquota"},
-                {DATA_KEY: fmt.encode_shard(parts[shard])},
+                names[-1],
+                {RETIRED_LABEL: label_value(self.cluster), "app.kubernetes.io/managed-by": "kquota"},
+                {},
             )
-        return len(shards)
+            names.pop()
+
+    async def _put(self, shards: int, shard: int, text: str) -> None:
+        await self.kube.put_config_map(
+            self.namespace,
+            shard_name(self.cluster, shard, shards),
+            {LABEL: label_value(self.cluster), SHARDS_LABEL: str(shards), "app.kubernetes.io/managed-by": "kquota"},
+            {DATA_KEY: text},
+        )
