@@ -202,6 +202,18 @@ def test_mutual_tls_with_certificate_and_key_from_one_secret(
     assert stack.broker_quotas()[Entity.for_user(target)] == {P: 2048.0}
     assert ready(stack, "kafkacluster", name)["status"] == "True"
 
+    # The operator's own principal, as the brokers name it (the certificate's subject), is
+    # protected without being listed: a quota on it could throttle the operator.
+    apply(stack.kube, client_quota(ns, "self", {"user": {"name": OPERATOR_DN}}, {"requestPercentage": 1}, cluster=name))
+    wait_for(
+        lambda: ready(stack, "clientquota", "self", ns).get("reason") == "Protected",
+        60,
+        "a quota on the operator's certificate subject refused as Protected",
+        on_timeout=lambda: json.dumps(ready(stack, "clientquota", "self", ns)),
+    )
+    assert OPERATOR_DN in ready(stack, "clientquota", "self", ns)["message"]
+    assert Entity.for_user(OPERATOR_DN) not in stack.broker_quotas()
+
     # The key the operator wrote for the Kafka client: private, in a private directory.
     keys = [p for p in tls_files(operator_tmp) if p.read_text() == cert.key_pem()]
     assert len(keys) == 1, tls_files(operator_tmp)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import atexit
 import glob
 import hashlib
+import logging
 import os
 import shutil
 import tempfile
@@ -36,9 +37,12 @@ from kquota.domain.desired import desired_entries, topic_budget, topic_clients
 from kquota.domain.plan import Protection, ResourceRef, UnmanagedPolicy
 from kquota.domain.tenancy import Grant
 from kquota.k8s.api import Kube, SecretNotFound
+from kquota.kafka.principal import CertificateError, subject_principal
 from kquota.kafka.quotas import ConnectionSettings
 from kquota.reconcile.records import ClusterConfig, MetricsConfig, ResourceRecord
 from kquota.reconcile.settings import OperatorSettings
+
+log = logging.getLogger(__name__)
 
 #: Quota kinds the reconciler manages -> their plural.
 QUOTA_KINDS: dict[str, str] = {
@@ -164,8 +168,15 @@ async def cluster_config(body: Mapping[str, Any], kube: Kube, settings: Operator
             conn["ssl_certfile"] = _tls_file(cert, name, "cert")
             conn["ssl_keyfile"] = _tls_file(key, name, "key")
     protected_users = set(settings.protected_users) | set(spec.protected_users or [])
+    # The operator's own principal: its SASL user, else (mutual TLS) its certificate's subject
+    # as the brokers name it under the default mapping rules.
     if conn.get("sasl_username"):
-        protected_users.add(conn["sasl_username"])  # the operator's own principal
+        protected_users.add(conn["sasl_username"])
+    elif "ssl_certfile" in conn:
+        try:
+            protected_users.add(subject_principal(cert))
+        except CertificateError as exc:
+            log.warning("KafkaCluster %s: cannot read the client certificate's subject (%s)", name, exc)
     grants = (
         None
         if spec.tenancy is None
