@@ -49,9 +49,14 @@ class Api:
     writes: int = 0
     fail_at: int | None = None
 
-    async def list_config_maps(self, namespace: str, selector: str) -> list[Any]:
+    async def list_config_maps(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        # As the API server returns them: JSON objects.
         key, value = selector.split("=")
-        return [cm for cm in self.objects.values() if cm.metadata.labels.get(key) == value]
+        return [
+            {"metadata": {"name": cm.metadata.name, "labels": dict(cm.metadata.labels)}, "data": dict(cm.data)}
+            for cm in self.objects.values()
+            if cm.metadata.labels.get(key) == value
+        ]
 
     async def put_config_map(self, namespace: str, name: str, labels: dict[str, str], data: dict[str, str]) -> None:
         self.writes += 1
@@ -119,8 +124,8 @@ def test_a_growing_ledger_moves_to_more_shards_and_reads_back_exactly() -> None:
     assert s.shards > fmt.SHARDS
     assert run(store(api).load()) == led
     live = run(api.list_config_maps("", f"{LABEL}=main"))
-    assert {cm.metadata.name for cm in live} == {shard_name("main", i, s.shards) for i in range(s.shards)}
-    assert all(cm.metadata.labels[SHARDS_LABEL] == str(s.shards) for cm in live)
+    assert {cm["metadata"]["name"] for cm in live} == {shard_name("main", i, s.shards) for i in range(s.shards)}
+    assert all(cm["metadata"]["labels"][SHARDS_LABEL] == str(s.shards) for cm in live)
     # The first layout is retired, emptied, not left to be read.
     retired = [cm for cm in api.objects.values() if RETIRED_LABEL in cm.metadata.labels]
     assert retired and all(not cm.data and LABEL not in cm.metadata.labels for cm in retired)

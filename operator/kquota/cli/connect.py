@@ -29,7 +29,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final
 
 from kquota.cli.sources import PLURALS, Claimant, claimant_from_object
 from kquota.domain.entities import Entity, QuotaKey
@@ -294,7 +294,6 @@ def _api_error(exc: Exception, what: str) -> TargetError:
 
 
 async def _from_kubernetes(args: argparse.Namespace, with_claimants: bool) -> Target:
-    from kquota.api.resource import GROUP, VERSION
     from kquota.k8s.api import SecretNotFound
     from kquota.k8s.ledger import LedgerStore
     from kquota.reconcile.build import cluster_config
@@ -307,10 +306,7 @@ async def _from_kubernetes(args: argparse.Namespace, with_claimants: bool) -> Ta
         raise TargetError(f"cannot load the kubeconfig: {type(exc).__name__}: {exc}") from None
     try:
         try:
-            # The client returns plain JSON for custom objects; its stubs say ``object``.
-            body = cast(
-                dict[str, Any], await kube.custom.get_cluster_custom_object(GROUP, VERSION, "kafkaclusters", name)
-            )
+            body = await kube.get_cluster_object("kafkaclusters", name)
         except Exception as exc:  # noqa: BLE001 - translated into a message for the user
             raise _api_error(exc, f"KafkaCluster {name}") from None
         settings = OperatorSettings(namespace=args.ledger_namespace, default_cluster=args.default_cluster)
@@ -331,7 +327,7 @@ async def _from_kubernetes(args: argparse.Namespace, with_claimants: bool) -> Ta
             claimants = []
             for kind, plural in PLURALS.items():
                 try:
-                    listing = cast(dict[str, Any], await kube.custom.list_cluster_custom_object(GROUP, VERSION, plural))
+                    listing = await kube.list_cluster_objects(plural)
                 except Exception as exc:  # noqa: BLE001 - translated into a message for the user
                     raise _api_error(exc, f"listing {plural}") from None
                 for item in listing.get("items") or []:

@@ -87,16 +87,32 @@ def _limit_malloc_arenas(arenas: int = 2) -> None:
 
 
 def _memory_diagnostics() -> None:
-    """With KQUOTA_TRACEMALLOC=1, SIGUSR1 logs the top allocation sites (for memory profiling)."""
-    if os.environ.get("KQUOTA_TRACEMALLOC") != "1":
+    """With KQUOTA_TRACEMALLOC=N (frames per traceback), SIGUSR1 logs where memory is held.
+
+    For memory profiling: the first signal takes a baseline (log it at idle), every
+    later one logs the allocation sites that grew most since then, with N frames each.
+    """
+    depth = os.environ.get("KQUOTA_TRACEMALLOC", "")
+    if not depth.isdigit() or int(depth) < 1:
         return
-    tracemalloc.start(1)
+    tracemalloc.start(int(depth))
+    baseline: list[tracemalloc.Snapshot] = []
 
     def dump(signum: int, frame: object) -> None:
-        stats = tracemalloc.take_snapshot().statistics("lineno")[:20]
         log = logging.getLogger("kquota.memory")
-        for stat in stats:
-            log.warning("%.1f MiB in %d blocks\n%s", stat.size / 2**20, stat.count, "\n".join(stat.traceback.format()))
+        snapshot = tracemalloc.take_snapshot()
+        current, peak = tracemalloc.get_traced_memory()
+        log.warning("traced memory: %.1f MiB now, %.1f MiB peak", current / 2**20, peak / 2**20)
+        if not baseline:
+            baseline.append(snapshot)
+            return
+        for stat in snapshot.compare_to(baseline[0], "traceback")[:25]:
+            log.warning(
+                "%+.2f MiB in %+d blocks since the baseline\n%s",
+                stat.size_diff / 2**20,
+                stat.count_diff,
+                "\n".join(stat.traceback.format()),
+            )
 
     signal.signal(signal.SIGUSR1, dump)
 

@@ -2,6 +2,11 @@
 
 Only the calls kquota needs, each with the error translation the reconciler
 relies on: a missing object is ``None`` or ``False``, not an exception.
+
+Requests go through the client's transport (authentication, TLS, connection
+pool) with plain JSON in and out, not through its generated API classes and
+models: ``CoreV1Api`` alone costs 22 MiB of resident memory once imported,
+a tenth of the operator's budget at 10,000 resources, for five calls.
 """
 
 from __future__ import annotations
@@ -11,8 +16,10 @@ import base64
 import datetime as dt
 import logging
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
+from urllib.parse import quote
 
 from kubernetes.aio import client, config
 from kubernetes.aio.client.exceptions import ApiException
@@ -52,29 +59,61 @@ async def connect(kubeconfig: str | None = None, pool_size: int = 32) -> client.
     return client.ApiClient(configuration=cfg)
 
 
+def _path(*segments: str) -> str:
+    # Each segment quoted whole: a name can never add a path segment or a query.
+    return "/" + "/".join(quote(s, safe="") for s in segments)
+
+
 class Kube:
     def __init__(self, api_client: client.ApiClient, operator_name: str = "kquota") -> None:
         self.api_client = api_client
-        self.custom = client.CustomObjectsApi(api_client)
-        self.core = client.CoreV1Api(api_client)
         self.operator_name = operator_name
 
     async def close(self) -> None:
         await self.api_client.close()  # type: ignore[no-untyped-call]
 
+    async def request(
+        self,
+        method: str,
+        path: str,
+        query: list[tuple[str, str]] | None = None,
+        body: Mapping[str, Any] | None = None,
+        content_type: str = "application/json",
+    ) -> dict[str, Any]:
+        """One API request with a JSON body; the decoded JSON reply. HTTP errors raise ApiException."""
+        api = self.api_client
+        # The client's own serialiser adds the credentials (bearer token) for the request.
+        _, url, headers, payload, _ = await api.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=query or [],
+            header_params={"Accept": "application/json", "Content-Type": content_type},
+            body=dict(body) if body is not None else None,
+            auth_settings=["BearerToken"],
+        )
+        response = await api.call_api(method, url, headers, payload)
+        await response.read()  # type: ignore[no-untyped-call]
+        # Raises ApiException (with .status) on a non-2xx reply.
+        data = api.response_deserialize(response, {"2XX": "object"}).data
+        return cast(dict[str, Any], data)
+
+    # -- custom objects (the CLI reads KafkaClusters and quota resources) -------
+
+    async def get_cluster_object(self, plural: str, name: str) -> dict[str, Any]:
+        return await self.request("GET", _path("apis", GROUP, VERSION, plural, name))
+
+    async def list_cluster_objects(self, plural: str) -> dict[str, Any]:
+        """Every object of a kind across namespaces (one list; the CLI's scale)."""
+        return await self.request("GET", _path("apis", GROUP, VERSION, plural))
+
     # -- status ---------------------------------------------------------------
 
     async def patch_status(self, ref: ObjectRef, status: dict[str, Any]) -> bool:
         """Merge-patch ``status``; False when the object is gone (deleted meanwhile)."""
+        scope = ("namespaces", ref.namespace) if ref.namespace is not None else ()
+        path = _path("apis", GROUP, VERSION, *scope, ref.plural, ref.name, "status")
         try:
-            if ref.namespace is None:
-                await self.custom.patch_cluster_custom_object_status(
-                    GROUP, VERSION, ref.plural, ref.name, {"status": status}, _content_type=MERGE_PATCH
-                )
-            else:
-                await self.custom.patch_namespaced_custom_object_status(
-                    GROUP, VERSION, ref.namespace, ref.plural, ref.name, {"status": status}, _content_type=MERGE_PATCH
-                )
+            await self.request("PATCH", path, body={"status": status}, content_type=MERGE_PATCH)
         except ApiException as exc:
             if exc.status == 404:
                 return False
@@ -109,8 +148,7 @@ class Kube:
             "reportingInstance": self.operator_name,
         }
         try:
-            # The client serialises plain dicts; its typed models add nothing here.
-            await self.core.create_namespaced_event(namespace, cast(Any, body))
+            await self.request("POST", _path("api", "v1", "namespaces", namespace, "events"), body=body)
         except Exception as exc:  # noqa: BLE001 - events are best effort
             log.warning("could not record event %s on %s/%s: %s", reason, namespace, ref.name, exc)
 
@@ -118,21 +156,23 @@ class Kube:
 
     async def secret_value(self, namespace: str, name: str, key: str) -> str:
         try:
-            secret = await self.core.read_namespaced_secret(name, namespace)
+            secret = await self.request("GET", _path("api", "v1", "namespaces", namespace, "secrets", name))
         except ApiException as exc:
             if exc.status in (403, 404):
                 raise SecretNotFound(f"Secret {namespace}/{name} is not readable (HTTP {exc.status})") from None
             raise
-        data = secret.data or {}
+        data = secret.get("data") or {}
         if key not in data:
             raise SecretNotFound(f"Secret {namespace}/{name} has no key {key!r}")
         return base64.b64decode(data[key]).decode()
 
     # -- config maps (the ledger) -----------------------------------------------
 
-    async def list_config_maps(self, namespace: str, selector: str) -> list[Any]:
-        result = await self.core.list_namespaced_config_map(namespace, label_selector=selector)
-        return list(result.items)
+    async def list_config_maps(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        """ConfigMaps as JSON objects (``metadata``, ``data``)."""
+        path = _path("api", "v1", "namespaces", namespace, "configmaps")
+        result = await self.request("GET", path, query=[("labelSelector", selector)])
+        return list(result.get("items") or [])
 
     async def put_config_map(self, namespace: str, name: str, labels: dict[str, str], data: dict[str, str]) -> None:
         """Create or replace; the operator is the only writer (one active replica)."""
@@ -142,12 +182,13 @@ class Kube:
             "metadata": {"name": name, "namespace": namespace, "labels": labels},
             "data": data,
         }
+        collection = _path("api", "v1", "namespaces", namespace, "configmaps")
         try:
-            await self.core.replace_namespaced_config_map(name, namespace, cast(Any, body))
+            await self.request("PUT", f"{collection}/{quote(name, safe='')}", body=body)
         except ApiException as exc:
             if exc.status != 404:
                 raise
-            await self.core.create_namespaced_config_map(namespace, cast(Any, body))
+            await self.request("POST", collection, body=body)
 
 
 async def gather_limited(coros: list[Any], limit: int) -> list[Any]:

@@ -55,8 +55,8 @@ def shard_name(cluster: str, shard: int, shards: int = fmt.SHARDS) -> str:
     return f"kquota-ledger-{short}.s{shards}-{shard:04d}"
 
 
-def _shards_of(cm: Any) -> int:
-    labels = cm.metadata.labels or {}
+def _shards_of(cm: Mapping[str, Any]) -> int:
+    labels = cm.get("metadata", {}).get("labels") or {}
     try:
         return int(labels.get(SHARDS_LABEL, fmt.SHARDS))
     except ValueError:
@@ -81,10 +81,10 @@ class LedgerStore:
         # (its shards are written as entities arrive, an absent shard is an empty one).
         complete = [n for n, cms in layouts.items() if n == fmt.SHARDS or len(cms) == n]
         self.shards = max(complete, default=fmt.SHARDS)
-        self._stale = [cm.metadata.name for n, cms in layouts.items() if n != self.shards for cm in cms]
+        self._stale = [cm["metadata"]["name"] for n, cms in layouts.items() if n != self.shards for cm in cms]
         out: dict[Entity, dict[QuotaKey, float]] = {}
         for cm in layouts.get(self.shards, []):
-            text = (cm.data or {}).get(DATA_KEY)
+            text = (cm.get("data") or {}).get(DATA_KEY)
             if text:
                 out.update(fmt.decode_shard(text))
         return out
@@ -112,7 +112,7 @@ class LedgerStore:
         keep = {shard_name(self.cluster, shard, shards) for shard in range(shards)}
         live = await self.kube.list_config_maps(self.namespace, selector(self.cluster))
         self.shards = shards
-        await self._retire([cm.metadata.name for cm in live if cm.metadata.name not in keep])
+        await self._retire([cm["metadata"]["name"] for cm in live if cm["metadata"]["name"] not in keep])
         return shards
 
     async def _retire(self, names: list[str]) -> None:
