@@ -18,6 +18,7 @@ import yaml
 
 from kquota.api import ClientQuotaLimits, ClientQuotaSpec, parse_manifest
 from tests.harness.kube_apiserver import KubeAPIServer
+from tests.harness.pytest_resilience import Resilience
 
 pytestmark = pytest.mark.e2e
 
@@ -86,12 +87,22 @@ def test_every_example_applies(examples: KubeAPIServer, path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", ADMISSION, ids=lambda p: p.stem)
-def test_corpus_manifest_is_rejected_with_its_reason(crds: KubeAPIServer, corpus_namespace: str, path: Path) -> None:
+def test_corpus_manifest_is_rejected_with_its_reason(
+    crds: KubeAPIServer, corpus_namespace: str, path: Path, resilience: Resilience
+) -> None:
     result = crds.kubectl("create", "--validate=strict", "-n", corpus_namespace, "-f", str(path), check=False)
     if result.returncode == 0:
         crds.kubectl("delete", "-n", corpus_namespace, "-f", str(path), "--wait=false", check=False)
-    assert result.returncode != 0, f"{path.name} was accepted:\n{result.stdout}"
-    assert expectation(path) in result.stderr, result.stderr
+    refused = result.returncode != 0
+    reason = expectation(path)
+    # The report counts each manifest; the asserts below are the verdict.
+    resilience.hostile(
+        f"admission: {path.stem}",
+        ok=refused and reason in result.stderr,
+        detail=f"refused at admission with '{reason}'" if refused else "ACCEPTED by the API server",
+    )
+    assert refused, f"{path.name} was accepted:\n{result.stdout}"
+    assert reason in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize("path", TRANSITIONS, ids=lambda p: p.stem)
