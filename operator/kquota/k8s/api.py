@@ -15,11 +15,12 @@ import asyncio
 import base64
 import datetime as dt
 import logging
+import urllib.request
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from kubernetes.aio import client, config
 from kubernetes.aio.client.exceptions import ApiException
@@ -56,7 +57,27 @@ async def connect(kubeconfig: str | None = None, pool_size: int = 32) -> client.
         except config.ConfigException:
             await config.load_kube_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
     cfg.connection_pool_maxsize = pool_size
+    env_proxy(cfg)
     return client.ApiClient(configuration=cfg)
+
+
+def env_proxy(cfg: client.Configuration) -> None:
+    """Take the API server's proxy from the environment once, not on every request.
+
+    The client's aiohttp session trusts the environment, so each request looks up
+    the proxy variables and reads ``~/.netrc`` in an executor thread: about a tenth
+    of the operator's CPU while 10,000 resources arrive (py-spy). The API server
+    takes a token or a certificate, never netrc, so all the environment can
+    contribute is the proxy: resolved here as aiohttp would (``no_proxy`` too), and the session
+    stops looking. A proxy set in the kubeconfig (``proxy-url``) wins.
+    """
+    if not cfg.proxy:
+        url = urlsplit(cfg.host)
+        proxies = urllib.request.getproxies_environment()
+        chosen = proxies.get(url.scheme)
+        if chosen and not urllib.request.proxy_bypass(url.hostname or ""):
+            cfg.proxy = chosen
+    cfg.client_session_kwargs = {**(cfg.client_session_kwargs or {}), "trust_env": False}
 
 
 def _path(*segments: str) -> str:
