@@ -7,9 +7,11 @@ Shape, and why:
   Kopf fills all indexes from the initial listing *before* any handler or daemon
   runs, so after a restart the reconciler never plans against a half-read
   desired state (which would remove keys and put them back).
-* **Every event triggers, nothing else.** Create, update and resume all reach
-  the index function, which re-parses the object and wakes its cluster's
-  reconciler, naming the resource so the pass can be narrow. A KafkaCluster
+* **Every spec change triggers, nothing else.** Create, update and resume all
+  reach the index function, which re-parses the object and wakes its cluster's
+  reconciler, naming the resource so the pass can be narrow; an event that
+  changed only status or metadata (the echo of a status write) keeps the
+  parsed record, takes the new status and wakes nothing. A KafkaCluster
   whose spec changed (new generation) wakes a full pass the same way. There
   are no per-object create/update handlers, because each
   would cost Kopf an extra annotation patch per object, 10,000 patches at
@@ -27,6 +29,7 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import kopf
@@ -81,14 +84,32 @@ async def _cleanup(**_: Any) -> None:
         await Runtime.kube.close()
 
 
+#: Where the index keeps an object's last parsed record, in Kopf's per-object memo
+#: (Kopf drops the memo when the object is gone).
+_MEMO_KEY = "kquota_record"
+
+
 def _index(kind: str) -> Any:
     # async on purpose: Kopf runs sync handlers in executor threads, and the
     # trigger below must run on the event loop (asyncio.Event is not thread-safe).
-    async def index(body: kopf.Body, **_: Any) -> dict[str, ResourceRecord]:
-        rec = record_from_body(kind, body, Runtime.settings.default_cluster)
-        engine = Runtime.engines.get(rec.cluster)
-        if engine is not None:
-            engine.trigger(rec.ref.uid)
+    async def index(body: kopf.Body, memo: kopf.Memo, **_: Any) -> dict[str, ResourceRecord]:
+        meta = body.get("metadata", {})
+        # What the record is parsed from: the spec (its generation), deletion, and the
+        # creation time (the conflict rule's age). Anything else is status or metadata.
+        version = (meta.get("generation"), bool(meta.get("deletionTimestamp")), meta.get("creationTimestamp"))
+        last = memo.get(_MEMO_KEY)
+        if last is not None and last[0] == version:
+            # Status or metadata only: mostly the echo of the operator's own status
+            # write or Kopf adding its finalizer. Nothing to plan, so no pass is woken
+            # (a burst of echoes woke a pass over every resource); the full pass on the
+            # drift timer still sees everything.
+            rec = replace(last[1], status=dict(body.get("status") or {}))
+        else:
+            rec = record_from_body(kind, body, Runtime.settings.default_cluster)
+            engine = Runtime.engines.get(rec.cluster)
+            if engine is not None:
+                engine.trigger(rec.ref.uid)
+        memo[_MEMO_KEY] = (version, rec)
         return {rec.cluster: rec}
 
     index.__name__ = f"{kind.lower()}_index"

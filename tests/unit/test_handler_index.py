@@ -1,0 +1,114 @@
+"""The quota index handler: which events wake the reconciler, and what the index keeps.
+
+A spec change (new generation), a deletion and a first sight wake the
+cluster's reconciler and re-parse the object; an event that changed only
+status or metadata (the echo of the operator's own status write, Kopf adding
+its finalizer) keeps the parsed record with the new status and wakes nothing.
+Kopf's per-object memo is a plain ``kopf.Memo`` here, as Kopf hands it over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Iterator
+from typing import Any
+
+import kopf
+import pytest
+
+from kquota.domain.entities import Entity, QuotaKey
+from kquota.handlers import operator as handlers
+
+pytestmark = pytest.mark.unit
+
+P = QuotaKey.PRODUCER_BYTE_RATE
+
+
+class Engine:
+    """Records the uids it was asked to reconcile."""
+
+    def __init__(self) -> None:
+        self.triggered: list[str | None] = []
+
+    def trigger(self, uid: str | None = None) -> None:
+        self.triggered.append(uid)
+
+
+@pytest.fixture
+def engine() -> Iterator[Engine]:
+    fake = Engine()
+    handlers.Runtime.engines["c1"] = fake  # type: ignore[assignment]
+    try:
+        yield fake
+    finally:
+        handlers.Runtime.engines.pop("c1", None)
+
+
+def body(rate: int = 100, generation: int = 1, **extra: Any) -> dict[str, Any]:
+    meta = {
+        "name": "q",
+        "namespace": "ns",
+        "uid": "u-1",
+        "generation": generation,
+        "creationTimestamp": "2026-11-24T00:00:00Z",
+        "resourceVersion": str(generation * 10),
+    }
+    meta.update(extra.pop("metadata", {}))
+    return {
+        "apiVersion": "kquota.io/v1alpha1",
+        "kind": "ClientQuota",
+        "metadata": meta,
+        "spec": {"clusterRef": "c1", "entity": {"user": {"name": "alice"}}, "quota": {"producerByteRate": rate}},
+        **extra,
+    }
+
+
+def index(obj: dict[str, Any], memo: kopf.Memo) -> Any:
+    fn = handlers._index("ClientQuota")
+    return asyncio.run(fn(body=kopf.Body(obj), memo=memo))["c1"]
+
+
+def test_first_sight_parses_and_wakes_the_reconciler(engine: Engine) -> None:
+    rec = index(body(), kopf.Memo())
+    assert engine.triggered == ["u-1"]
+    assert rec.entries == ((Entity.for_user("alice"), {P: 100.0}),)
+
+
+def test_a_status_echo_keeps_the_record_takes_the_status_and_wakes_nothing(engine: Engine) -> None:
+    memo = kopf.Memo()
+    first = index(body(), memo)
+    status = {"observedGeneration": 1, "conditions": [{"type": "Ready", "status": "True"}]}
+    echo = body(status=status, metadata={"resourceVersion": "11", "finalizers": ["kquota.io/finalizer"]})
+    rec = index(echo, memo)
+    assert engine.triggered == ["u-1"], "a status-only event woke a pass"
+    assert rec.status == status
+    assert rec.entries is first.entries, "the spec was parsed again"
+
+
+def test_a_spec_change_is_parsed_again_and_wakes_the_reconciler(engine: Engine) -> None:
+    memo = kopf.Memo()
+    index(body(), memo)
+    rec = index(body(rate=200, generation=2), memo)
+    assert engine.triggered == ["u-1", "u-1"]
+    assert rec.entries == ((Entity.for_user("alice"), {P: 200.0}),)
+
+
+def test_a_deletion_wakes_the_reconciler(engine: Engine) -> None:
+    memo = kopf.Memo()
+    index(body(), memo)
+    rec = index(body(metadata={"deletionTimestamp": "2026-11-24T01:00:00Z"}), memo)
+    assert engine.triggered == ["u-1", "u-1"]
+    assert rec.deleting
+
+
+def test_each_object_has_its_own_memo(engine: Engine) -> None:
+    # Kopf gives every object a shallow copy of the operator's memo: one object's
+    # record must never stand in for another's.
+    base = kopf.Memo()
+    index(body(), copy.copy(base))
+    other = body()
+    other["metadata"]["uid"] = "u-2"
+    rec = index(other, copy.copy(base))
+    assert engine.triggered == ["u-1", "u-2"]
+    assert rec.ref.uid == "u-2"
