@@ -1,9 +1,10 @@
 """The quota index handler: which events wake the reconciler, and what the index keeps.
 
-A spec change (new generation), a deletion and a first sight wake the
-cluster's reconciler and re-parse the object; an event that changed only
-status or metadata (the echo of the operator's own status write, Kopf adding
-its finalizer) keeps the parsed record with the new status and wakes nothing.
+A spec change (new generation), a deletion, a first sight and a label or
+annotation a user sets wake the cluster's reconciler and re-parse the object;
+an event that changed only status or the operator's own bookkeeping (the echo
+of its status write, Kopf's finalizer and progress notes) keeps the parsed
+record with the new status and wakes nothing.
 Kopf's per-object memo is a plain ``kopf.Memo`` here, as Kopf hands it over.
 """
 
@@ -112,3 +113,23 @@ def test_each_object_has_its_own_memo(engine: Engine) -> None:
     rec = index(other, copy.copy(base))
     assert engine.triggered == ["u-1", "u-2"]
     assert rec.ref.uid == "u-2"
+
+
+@pytest.mark.parametrize(
+    ("metadata", "wakes"),
+    [
+        pytest.param({"annotations": {"poke": "1"}}, True, id="a user's annotation asks for a pass"),
+        pytest.param({"labels": {"team": "a"}}, True, id="a label change asks for a pass"),
+        pytest.param(
+            {"annotations": {"kquota.io/clientquotas_delete": '{"started": "x"}'}}, False, id="Kopf's progress note"
+        ),
+        pytest.param({"finalizers": ["kquota.io/finalizer"]}, False, id="Kopf adding the finalizer"),
+    ],
+)
+def test_metadata_changes_a_user_makes_wake_the_reconciler(
+    engine: Engine, metadata: dict[str, Any], wakes: bool
+) -> None:
+    memo = kopf.Memo()
+    index(body(), memo)
+    index(body(metadata=metadata), memo)
+    assert engine.triggered == (["u-1", "u-1"] if wakes else ["u-1"])

@@ -7,15 +7,16 @@ Shape, and why:
   Kopf fills all indexes from the initial listing *before* any handler or daemon
   runs, so after a restart the reconciler never plans against a half-read
   desired state (which would remove keys and put them back).
-* **Every spec change triggers, nothing else.** Create, update and resume all
-  reach the index function, which re-parses the object and wakes its cluster's
-  reconciler, naming the resource so the pass can be narrow; an event that
-  changed only status or metadata (the echo of a status write) keeps the
-  parsed record, takes the new status and wakes nothing. A KafkaCluster
-  whose spec changed (new generation) wakes a full pass the same way. There
-  are no per-object create/update handlers, because each
-  would cost Kopf an extra annotation patch per object, 10,000 patches at
-  10,000 resources, and the reconciler is level-based anyway.
+* **Every change a user makes triggers, nothing else.** Create, update and
+  resume all reach the index function, which re-parses the object and wakes
+  its cluster's reconciler, naming the resource so the pass can be narrow; an
+  event that changed only status or the operator's own bookkeeping (the echo
+  of a status write, Kopf's finalizer) keeps the parsed record, takes the new
+  status and wakes nothing. A KafkaCluster whose spec changed (new
+  generation) wakes a full pass the same way. There are no per-object
+  create/update handlers, because each would cost Kopf an extra annotation
+  patch per object, 10,000 patches at 10,000 resources, and the reconciler is
+  level-based anyway.
 * **One daemon per KafkaCluster** runs that cluster's reconcile loop; it stops
   when the KafkaCluster is deleted (quotas stay on the brokers, and the ledger
   stays in the operator's namespace, so recreating it picks up where it left).
@@ -46,6 +47,8 @@ from kquota.reconcile.settings import OperatorSettings
 log = logging.getLogger(__name__)
 
 FINALIZER = "kquota.io/finalizer"
+#: Kopf keeps its handler progress in annotations under this prefix.
+ANNOTATION_PREFIX = "kquota.io"
 
 
 class Runtime:
@@ -63,9 +66,9 @@ def configure(settings: OperatorSettings) -> None:
 @kopf.on.startup()
 async def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.finalizer = FINALIZER
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="kquota.io")
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=ANNOTATION_PREFIX)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix="kquota.io", key="last-handled-configuration"
+        prefix=ANNOTATION_PREFIX, key="last-handled-configuration"
     )
     # Handler log lines are not posted as Kubernetes events: kquota posts its own,
     # meaningful ones (Applied, Conflict, DriftCorrected, ...).
@@ -89,20 +92,36 @@ async def _cleanup(**_: Any) -> None:
 _MEMO_KEY = "kquota_record"
 
 
+def _version(body: kopf.Body) -> tuple[Any, ...]:
+    """What a change must touch to wake a pass.
+
+    The spec (its generation), deletion and the creation time (the conflict
+    rule's age) are what the record is parsed from. A user's own labels and
+    annotations count too, so ``kubectl annotate`` asks for a pass. Left out:
+    status, finalizers and the ``kquota.io/`` annotations, which are Kopf's
+    progress notes (its storage prefix) and the advisor's provenance.
+    """
+    meta = body.get("metadata", {})
+    annotations = meta.get("annotations") or {}
+    return (
+        meta.get("generation"),
+        bool(meta.get("deletionTimestamp")),
+        meta.get("creationTimestamp"),
+        tuple(sorted((k, v) for k, v in annotations.items() if not k.startswith(f"{ANNOTATION_PREFIX}/"))),
+        tuple(sorted((meta.get("labels") or {}).items())),
+    )
+
+
 def _index(kind: str) -> Any:
     # async on purpose: Kopf runs sync handlers in executor threads, and the
     # trigger below must run on the event loop (asyncio.Event is not thread-safe).
     async def index(body: kopf.Body, memo: kopf.Memo, **_: Any) -> dict[str, ResourceRecord]:
-        meta = body.get("metadata", {})
-        # What the record is parsed from: the spec (its generation), deletion, and the
-        # creation time (the conflict rule's age). Anything else is status or metadata.
-        version = (meta.get("generation"), bool(meta.get("deletionTimestamp")), meta.get("creationTimestamp"))
+        version = _version(body)
         last = memo.get(_MEMO_KEY)
         if last is not None and last[0] == version:
-            # Status or metadata only: mostly the echo of the operator's own status
-            # write or Kopf adding its finalizer. Nothing to plan, so no pass is woken
-            # (a burst of echoes woke a pass over every resource); the full pass on the
-            # drift timer still sees everything.
+            # Only status or the operator's own bookkeeping changed: the echo of a
+            # status write, or Kopf adding its finalizer. Nothing to plan, so no pass
+            # is woken; the full pass on the drift timer still sees everything.
             rec = replace(last[1], status=dict(body.get("status") or {}))
         else:
             rec = record_from_body(kind, body, Runtime.settings.default_cluster)
