@@ -103,12 +103,17 @@ def _version(body: kopf.Body) -> tuple[Any, ...]:
     """
     meta = body.get("metadata", {})
     annotations = meta.get("annotations") or {}
+    user_metadata = (
+        tuple(sorted((k, v) for k, v in annotations.items() if not k.startswith(f"{ANNOTATION_PREFIX}/"))),
+        tuple(sorted((meta.get("labels") or {}).items())),
+    )
+    # A hash, not the values: kubectl apply keeps the whole object in an
+    # annotation, and the memo lives as long as the object.
     return (
         meta.get("generation"),
         bool(meta.get("deletionTimestamp")),
         meta.get("creationTimestamp"),
-        tuple(sorted((k, v) for k, v in annotations.items() if not k.startswith(f"{ANNOTATION_PREFIX}/"))),
-        tuple(sorted((meta.get("labels") or {}).items())),
+        hash(user_metadata),
     )
 
 
