@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from typing import Any
 
@@ -176,6 +177,40 @@ def test_out_of_band_change_is_corrected_and_unmanaged_entries_are_untouched(sta
     stack.kube.kubectl("delete", "clientquota", "q", "-n", ns, "--timeout=30s")
     wait_broker(stack, Entity.for_user(user), {C: 555.0})
     assert stack.broker_quotas()[Entity.for_user(other)] == {P: 777.0}
+
+
+def test_status_writes_wake_no_pass_and_a_users_annotation_does(stack: Stack) -> None:
+    # The operator's own status write comes back as a watch event, as does Kopf
+    # adding its finalizer: neither may start another pass (at 10,000 resources
+    # those echoes were passes over everything). The creation itself wakes one
+    # narrow pass, or none when a drift pass happens to take it.
+    user = uniq("echo")
+    ns = stack.new_namespace()
+
+    def narrow() -> float:
+        return stack.operator.metric("kquota_reconcile_narrow_passes_total")
+
+    # The reconciler has made its first pass and other tests' work has settled.
+    wait_for(lambda: stack.operator.metric("kquota_reconcile_passes_total") >= 1, 30, "a first pass")
+    counts = [narrow()]
+
+    def quiet() -> bool:
+        counts.append(narrow())
+        return counts[-1] == counts[-2]
+
+    wait_for(quiet, 30, "no narrow pass for a moment", interval=2)
+    before = counts[-1]
+    apply(stack.kube, client_quota(ns, "q", {"user": {"name": user}}, {"producerByteRate": 4242}))
+    ready = wait_ready(stack, ns, "q", reason="Applied")
+    assert "kquota.io/finalizer" in ready["metadata"].get("finalizers", [])
+    time.sleep(2.0)  # the echo of the Ready write has arrived and been handled by now
+    assert narrow() - before <= 1, f"{narrow() - before:.0f} narrow passes for one creation"
+
+    # A user's annotation is a change a user made: it asks for a pass.
+    settled = narrow()
+    stack.kube.kubectl("annotate", "clientquota", "q", "-n", ns, "poke=1")
+    wait_for(lambda: narrow() > settled, 20, "a narrow pass after kubectl annotate")
+    wait_broker(stack, Entity.for_user(user), {P: 4242.0})
 
 
 def test_conflicting_resources_older_wins_and_newer_reports_conflict(stack: Stack) -> None:

@@ -67,9 +67,10 @@ def env_proxy(cfg: client.Configuration) -> None:
     The client's aiohttp session trusts the environment, so each request looks up
     the proxy variables and reads ``~/.netrc`` in an executor thread: about a tenth
     of the operator's CPU while 10,000 resources arrive (py-spy). The API server
-    takes a token or a certificate, never netrc, so all the environment can
-    contribute is the proxy: resolved here as aiohttp would (``no_proxy`` too), and the session
-    stops looking. A proxy set in the kubeconfig (``proxy-url``) wins.
+    takes a token or a certificate, never netrc credentials, so the proxy is
+    resolved here as aiohttp would (``no_proxy`` too) and the session stops
+    looking. A proxy set in the kubeconfig (``proxy-url``) wins. Proxy
+    credentials go in the proxy URL; they are no longer read from ``~/.netrc``.
     """
     if not cfg.proxy:
         url = urlsplit(cfg.host)
