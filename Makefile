@@ -39,13 +39,13 @@ system-packages:
 
 # Kafka jars (Maven Central), the kube-apiserver harness (Go modules), helm (Go modules).
 tools: venv system-packages
-	$(PY) -m tests.harness prepare
+	$(PY) -m harness prepare
 
 setup: tools
 
 lint: venv
-	$(VENV)/bin/ruff check operator tests bench deploy
-	$(VENV)/bin/ruff format --check operator tests bench deploy
+	$(VENV)/bin/ruff check operator harness tests bench deploy
+	$(VENV)/bin/ruff format --check operator harness tests bench deploy
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
@@ -69,7 +69,7 @@ lock: venv
 	$(VENV)/bin/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras --build-deps-for=wheel -o requirements.lock pyproject.toml
 
 demo: setup
-	$(PY) -m tests.harness demo
+	$(PY) -m harness demo
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info operator/*.egg-info

@@ -34,16 +34,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client as k8s
-from kubernetes import config as k8s_config
-from tests.harness.kafka_cluster import KafkaCluster
-from tests.harness.kube_apiserver import KubeAPIServer
-from tests.harness.operator_proc import (
+from harness.kafka_cluster import KafkaCluster
+from harness.kube_apiserver import KubeAPIServer
+from harness.operator_proc import (
     LEDGER_NAMESPACE,
     OperatorProcess,
     ensure_ledger_namespace,
     kafka_cluster_manifest,
 )
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
 
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.kafka.quotas import ConnectionSettings, EntityAlteration, QuotaAdmin, QuotaOp

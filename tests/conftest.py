@@ -1,6 +1,6 @@
 """Shared pytest wiring: component fixtures and component logs on failure.
 
-Fixtures for the real components live in tests/harness/pytest_*.py, one module
+Fixtures for the real components live in tests/plugins/, one module
 per component, and are loaded here as plugins.
 """
 
@@ -9,14 +9,13 @@ from __future__ import annotations
 from collections.abc import Generator
 
 import pytest
-
-from tests.harness import procs
+from harness import procs
 
 pytest_plugins = [
-    "tests.harness.pytest_kube",
-    "tests.harness.pytest_kafka",
-    "tests.harness.pytest_prometheus",
-    "tests.harness.pytest_resilience",
+    "tests.plugins.kube",
+    "tests.plugins.kafka",
+    "tests.plugins.prometheus",
+    "tests.plugins.resilience",
 ]
 
 

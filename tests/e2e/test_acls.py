@@ -25,15 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from kafka import KafkaAdminClient
-from kafka.admin import NewTopic
-
-from kquota.domain import ledger as ledger_format
-from kquota.domain.entities import Entity, QuotaKey
-from kquota.kafka.quotas import ConnectionSettings, EntityAlteration, KafkaNotAuthorized, QuotaAdmin, QuotaOp
-from tests.harness.kafka_cluster import KafkaCluster
-from tests.harness.kube_apiserver import KubeAPIServer
-from tests.harness.operator_proc import (
+from harness.kafka_cluster import KafkaCluster
+from harness.kube_apiserver import KubeAPIServer
+from harness.operator_proc import (
     GROUP_VERSION,
     LEDGER_NAMESPACE,
     OperatorProcess,
@@ -44,13 +38,17 @@ from tests.harness.operator_proc import (
     scram_security,
     wait_for,
 )
-from tests.harness.pytest_resilience import Resilience
+from kafka import KafkaAdminClient
+from kafka.admin import NewTopic
+
+from kquota.domain import ledger as ledger_format
+from kquota.domain.entities import Entity, QuotaKey
+from kquota.kafka.quotas import ConnectionSettings, EntityAlteration, KafkaNotAuthorized, QuotaAdmin, QuotaOp
+from tests.plugins.resilience import Resilience
+from tests.support.quotas import C, M, P
 
 pytestmark = pytest.mark.e2e
 
-P = QuotaKey.PRODUCER_BYTE_RATE
-C = QuotaKey.CONSUMER_BYTE_RATE
-M = QuotaKey.CONTROLLER_MUTATION_RATE
 #: Topics the operator may describe: every topic with this prefix.
 PREFIX = "acl-"
 #: docs/install.md#acls, as kafka-acls arguments (after --allow-principal).

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from harness.kube_apiserver import KubeAPIServer
 
 from kquota.api import ClientQuotaLimits, ClientQuotaSpec, parse_manifest
-from tests.harness.kube_apiserver import KubeAPIServer
-from tests.harness.pytest_resilience import Resilience
+from tests.plugins.resilience import Resilience
 
 pytestmark = pytest.mark.e2e
 

@@ -26,22 +26,20 @@ from typing import Any
 
 import pytest
 import yaml
+from harness.kafka_cluster import KafkaCluster
+from harness.operator_proc import condition, wait_for
+from harness.stack import Stack
 
 from kquota.cli.export import to_yaml
 from kquota.cli.main import main
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.manifests import object_name
 from kquota.kafka.quotas import ConnectionSettings, EntityAlteration, QuotaAdmin, QuotaOp
-from tests.e2e.conftest import Stack
-from tests.harness.kafka_cluster import KafkaCluster
-from tests.harness.operator_proc import condition, wait_for
+from tests.support.quotas import C, P, R
 from tests.unit.test_resolver import DOC, DOC_CASES
 
 pytestmark = pytest.mark.e2e
 
-P = QuotaKey.PRODUCER_BYTE_RATE
-C = QuotaKey.CONSUMER_BYTE_RATE
-R = QuotaKey.REQUEST_PERCENTAGE
 Quotas = dict[Entity, dict[QuotaKey, float]]
 
 

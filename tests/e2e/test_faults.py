@@ -9,7 +9,7 @@ and stopping by itself (fixtures stop every process, also on failure):
 2. the API server is restarted mid-batch (same port, data and credentials);
 3. the operator is SIGKILLed mid-batch, and resources are changed and deleted
    while it is down;
-4. the broker becomes slow: a proxy (tests/harness/slowproxy.py) on its
+4. the broker becomes slow: a proxy (harness/slowproxy.py) on its
    advertised SASL listener delays every chunk and now and then stalls;
 5. a 3-broker cluster loses a broker (SIGKILL), converges with two, and all
    three agree once it is back.
@@ -20,11 +20,11 @@ the resources in chunks; the fault is injected as soon as the first quotas
 reach the broker (mid-batch however fast the machine is); only then does the
 workload modify and delete some resources, so those changes meet the fault.
 Then the suite waits (bounded) for convergence and checks the invariants of
-tests/harness/invariants.py: the brokers hold exactly the desired state, no
+harness/invariants.py: the brokers hold exactly the desired state, no
 unmanaged entry changed, deleted resources left nothing behind. Throughout, a
 watcher checks that no resource says Ready for values the broker does not
 hold. Each scenario records itself in the resilience report
-(tests/harness/pytest_resilience.py) and then asserts: lost must be 0.
+(harness/pytest_resilience.py) and then asserts: lost must be 0.
 
 Scenarios 1-4 share one single-broker cluster (its SASL listener advertised
 through the slow proxy, which is a plain pipe except in scenario 4); each uses
@@ -49,13 +49,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-
-from kquota.domain.entities import INTEGER_KEYS, Entity, QuotaKey
-from tests.e2e.conftest import Stack
-from tests.harness import invariants
-from tests.harness.kafka_cluster import KafkaCluster
-from tests.harness.kube_apiserver import KubeAPIServer
-from tests.harness.operator_proc import (
+from harness import invariants
+from harness.kafka_cluster import KafkaCluster
+from harness.kube_apiserver import KubeAPIServer
+from harness.operator_proc import (
     OperatorProcess,
     client_quota,
     condition,
@@ -64,14 +61,15 @@ from tests.harness.operator_proc import (
     scram_security,
     wait_for,
 )
-from tests.harness.pytest_resilience import Resilience
-from tests.harness.slowproxy import SlowProxy
+from harness.slowproxy import SlowProxy
+from harness.stack import Stack
+
+from kquota.domain.entities import INTEGER_KEYS, Entity, QuotaKey
+from tests.plugins.resilience import Resilience
+from tests.support.quotas import C, P, R
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.faults]
 
-P = QuotaKey.PRODUCER_BYTE_RATE
-C = QuotaKey.CONSUMER_BYTE_RATE
-R = QuotaKey.REQUEST_PERCENTAGE
 FIELDS = {P: "producerByteRate", C: "consumerByteRate", R: "requestPercentage"}
 KEYS = {v: k for k, v in FIELDS.items()}
 

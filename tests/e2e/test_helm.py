@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 import yaml
+from harness import tools
+from harness.kube_apiserver import KubeAPIServer
 
 from kquota.reconcile.settings import OperatorSettings
-from tests.harness import tools
-from tests.harness.kube_apiserver import KubeAPIServer
 
 pytestmark = pytest.mark.e2e
 

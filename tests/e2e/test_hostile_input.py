@@ -58,21 +58,18 @@ from urllib.parse import unquote
 
 import pytest
 import yaml
+from harness.kube_apiserver import REPO
+from harness.operator_proc import client_quota, condition
+from harness.stack import Stack
 
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.kafka.quotas import ConnectionSettings, EntityAlteration, QuotaAdmin, QuotaOp, record_bytes
-from tests.e2e.conftest import Stack
-from tests.harness.kube_apiserver import REPO
-from tests.harness.operator_proc import client_quota, condition
-from tests.harness.pytest_resilience import Resilience
 from tests.integration.test_quota_adapter import configs_wording, kafka_configs_quotas
+from tests.plugins.resilience import Resilience
+from tests.support.quotas import C, N, P, R
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-P = QuotaKey.PRODUCER_BYTE_RATE
-C = QuotaKey.CONSUMER_BYTE_RATE
-R = QuotaKey.REQUEST_PERCENTAGE
-CONN = QuotaKey.CONNECTION_CREATION_RATE
 Live = dict[Entity, dict[QuotaKey, float]]
 
 #: Generous: two shared cores, other suites running.
@@ -197,7 +194,7 @@ def hostile_rows() -> list[Row]:
         rows.append(Row(label, entity, {"producerByteRate": value}, target, {P: float(value)}))
     for label, ip in IPS:
         value = 2**31 - 1 if ip is None else 1000 + len(rows)
-        rows.append(Row(label, {"ip": named(ip)}, {"connectionCreationRate": value}, Entity.for_ip(ip), {CONN: value}))
+        rows.append(Row(label, {"ip": named(ip)}, {"connectionCreationRate": value}, Entity.for_ip(ip), {N: value}))
     return rows
 
 

@@ -7,9 +7,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
-from tests.harness import procs
-from tests.harness.kube_apiserver import KubeAPIServer
+from harness import procs
+from harness.kube_apiserver import KubeAPIServer
 
 pytestmark = pytest.mark.e2e
 

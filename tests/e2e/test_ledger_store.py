@@ -8,13 +8,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
+from harness.kube_apiserver import KubeAPIServer
 from kubernetes.aio.client.exceptions import ApiException
 
 from kquota.domain import ledger as fmt
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.k8s.api import Kube, connect
 from kquota.k8s.ledger import LABEL, RETIRED_LABEL, SHARDS_LABEL, LedgerStore, label_value
-from tests.harness.kube_apiserver import KubeAPIServer
 
 pytestmark = pytest.mark.e2e
 

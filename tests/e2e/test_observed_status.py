@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+from harness.operator_proc import apply, client_quota, condition, get, wait_for
+from harness.stack import Stack
 
-from tests.e2e.conftest import Stack
-from tests.harness.operator_proc import apply, client_quota, condition, get, wait_for
 from tests.integration.test_throttle_metrics import ProducerLoad
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

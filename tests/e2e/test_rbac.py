@@ -18,15 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from harness.kafka_cluster import KafkaCluster
+from harness.kube_apiserver import KubeAPIServer
+from harness.operator_proc import OperatorProcess, apply, client_quota, wait_for
+from harness.stack import Stack, stop_stack
 
 from kquota.domain.entities import Entity, QuotaKey
 from tests.e2e import test_reconcile as scenarios
-from tests.e2e.conftest import Stack, stop_stack
 from tests.e2e.test_helm import CHART, Helm
-from tests.harness.kafka_cluster import KafkaCluster
-from tests.harness.kube_apiserver import KubeAPIServer
-from tests.harness.operator_proc import OperatorProcess, apply, client_quota, wait_for
-from tests.harness.pytest_kafka import unique_name
+from tests.plugins.kafka import unique_name
 
 pytestmark = pytest.mark.e2e
 

@@ -8,18 +8,14 @@ import uuid
 from typing import Any
 
 import pytest
+from harness.operator_proc import apply, client_quota, condition, get, wait_for
+from harness.stack import Stack
 
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.manifests import entity_spec
-from tests.e2e.conftest import Stack
-from tests.harness.operator_proc import apply, client_quota, condition, get, wait_for
+from tests.support.quotas import C, N, P, R
 
 pytestmark = pytest.mark.e2e
-
-P = QuotaKey.PRODUCER_BYTE_RATE
-C = QuotaKey.CONSUMER_BYTE_RATE
-R = QuotaKey.REQUEST_PERCENTAGE
-CONN = QuotaKey.CONNECTION_CREATION_RATE
 
 
 def uniq(prefix: str) -> str:
@@ -104,7 +100,7 @@ def test_create_modify_delete_delete_again(stack: Stack, form: str) -> None:
     name = uniq("cq")
     ip = entity.is_ip
     first = {"connectionCreationRate": 20} if ip else {"producerByteRate": "1Mi", "requestPercentage": 50}
-    first_broker = {CONN: 20.0} if ip else {P: 1048576.0, R: 50.0}
+    first_broker = {N: 20.0} if ip else {P: 1048576.0, R: 50.0}
     before = {e: v for e, v in stack.broker_quotas().items() if e != entity}
 
     apply(stack.kube, client_quota(ns, name, entity_spec(entity), first))
@@ -117,7 +113,7 @@ def test_create_modify_delete_delete_again(stack: Stack, form: str) -> None:
     assert f"{key.value}={value}" in described or f"{key.value}={int(value)}" in described, described
 
     second = {"connectionCreationRate": 40} if ip else {"producerByteRate": 2048, "consumerByteRate": "4Ki"}
-    second_broker = {CONN: 40.0} if ip else {P: 2048.0, C: 4096.0}
+    second_broker = {N: 40.0} if ip else {P: 2048.0, C: 4096.0}
     apply(stack.kube, client_quota(ns, name, entity_spec(entity), second))
     wait_broker(stack, entity, second_broker)
     wait_ready(stack, ns, name, reason="Applied")
@@ -246,7 +242,7 @@ def test_conflicting_resources_older_wins_and_newer_reports_conflict(stack: Stac
 
 
 def test_many_resources_are_applied_in_few_passes(stack: Stack) -> None:
-    from tests.harness.operator_proc import apply_many
+    from harness.operator_proc import apply_many
 
     ns = stack.new_namespace()
     users = [uniq("bulk") for _ in range(300)]

@@ -16,14 +16,13 @@ import uuid
 from typing import Any
 
 import pytest
+from harness.operator_proc import LEDGER_NAMESPACE, apply, client_quota, condition, get, scram_security, wait_for
+from harness.stack import Stack
 
-from kquota.domain.entities import Entity, QuotaKey
-from tests.e2e.conftest import Stack
-from tests.harness.operator_proc import LEDGER_NAMESPACE, apply, client_quota, condition, get, scram_security, wait_for
+from kquota.domain.entities import Entity
+from tests.support.quotas import P
 
 pytestmark = pytest.mark.e2e
-
-P = QuotaKey.PRODUCER_BYTE_RATE
 
 
 def uniq(prefix: str) -> str:

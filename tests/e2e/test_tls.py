@@ -26,13 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from kquota.domain.entities import Entity, QuotaKey
-from tests.e2e.conftest import Stack, stop_stack
-from tests.harness.kafka_cluster import KafkaCluster
-from tests.harness.kube_apiserver import KubeAPIServer
-from tests.harness.leaks import exposed, found
-from tests.harness.operator_proc import (
+from harness.kafka_cluster import KafkaCluster
+from harness.kube_apiserver import KubeAPIServer
+from harness.operator_proc import (
     LEDGER_NAMESPACE,
     OperatorProcess,
     apply,
@@ -43,11 +39,15 @@ from tests.harness.operator_proc import (
     kafka_cluster_manifest,
     wait_for,
 )
-from tests.harness.tls import CertificateAuthority
+from harness.stack import Stack, stop_stack
+from harness.tls import CertificateAuthority
+
+from kquota.domain.entities import Entity, QuotaKey
+from tests.support.leaks import exposed, found
+from tests.support.quotas import P
 
 pytestmark = pytest.mark.e2e
 
-P = QuotaKey.PRODUCER_BYTE_RATE
 OPERATOR_DN = "CN=kquota-operator,OU=platform"
 
 

@@ -8,19 +8,18 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from harness.kafka_cluster import KafkaCluster
+from harness.kube_apiserver import KubeAPIServer
+from harness.operator_proc import apply, condition, get, wait_for
+from harness.stack import Stack, start_stack, stop_stack
 from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource, ConfigResourceType, NewTopic
 
 from kquota.domain.entities import Entity, QuotaKey
-from tests.e2e.conftest import Stack, start_stack, stop_stack
-from tests.harness.kafka_cluster import KafkaCluster
-from tests.harness.kube_apiserver import KubeAPIServer
-from tests.harness.operator_proc import apply, condition, get, wait_for
+from tests.support.quotas import C, P
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-P = QuotaKey.PRODUCER_BYTE_RATE
-C = QuotaKey.CONSUMER_BYTE_RATE
 BUDGET = 6 * 2**20
 
 

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from harness.kafka_cluster import KafkaCluster
+from harness.tls import CertificateAuthority
 
-from tests.harness.kafka_cluster import KafkaCluster
-from tests.harness.pytest_kafka import unique_name
-from tests.harness.tls import CertificateAuthority
+from tests.plugins.kafka import unique_name
 
 pytestmark = pytest.mark.integration
 

@@ -15,6 +15,8 @@ import traceback
 from collections.abc import Callable, Iterator
 
 import pytest
+from harness import procs
+from harness.kafka_cluster import KafkaCluster
 
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.kafka.quotas import (
@@ -27,17 +29,11 @@ from kquota.kafka.quotas import (
     QuotaOp,
     _batches,
 )
-from tests.harness import procs
-from tests.harness.kafka_cluster import KafkaCluster
-from tests.harness.pytest_kafka import unique_name
+from tests.plugins.kafka import unique_name
+from tests.support.quotas import C, M, N, P, R
 
 pytestmark = pytest.mark.integration
 
-P = QuotaKey.PRODUCER_BYTE_RATE
-C = QuotaKey.CONSUMER_BYTE_RATE
-R = QuotaKey.REQUEST_PERCENTAGE
-M = QuotaKey.CONTROLLER_MUTATION_RATE
-CONN = QuotaKey.CONNECTION_CREATION_RATE
 
 Live = dict[Entity, dict[QuotaKey, float]]
 
@@ -141,8 +137,8 @@ def test_every_entity_form_round_trips(admin: QuotaAdmin, kafka: KafkaCluster) -
         Entity.for_pair(u, None): {C: 3000},
         Entity.for_pair(None, None): {R: 400},
         Entity.for_pair(None, c): {P: 77},
-        Entity.for_ip(ip): {CONN: 7},
-        Entity.for_ip(None): {CONN: 1000},
+        Entity.for_ip(ip): {N: 7},
+        Entity.for_ip(None): {N: 1000},
     }
     try:
         results = admin.alter(

@@ -26,21 +26,18 @@ from confluent_kafka import Consumer, Producer
 
 # confluent-kafka's type hints do not re-export NewTopic, which is its documented import path.
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from harness.kafka_cluster import KafkaCluster
+from harness.prometheus import Prometheus
 
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.observed import Observed, attribute, observe, observe_topic
 from kquota.kafka.metrics import MetricsSource, PrometheusSource, ScrapeSource
 from kquota.kafka.quotas import ConnectionSettings, QuotaAdmin
-from tests.harness.kafka_cluster import KafkaCluster
-from tests.harness.prometheus import Prometheus
-from tests.harness.pytest_kafka import unique_name
+from tests.plugins.kafka import unique_name
+from tests.support.quotas import C, M, P, R
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-P = QuotaKey.PRODUCER_BYTE_RATE
-C = QuotaKey.CONSUMER_BYTE_RATE
-R = QuotaKey.REQUEST_PERCENTAGE
-M = QuotaKey.CONTROLLER_MUTATION_RATE
 
 #: The pipeline's window (KafkaCluster spec.metrics.window), short to keep the test short.
 WINDOW = 20.0

@@ -19,13 +19,13 @@ from typing import Any
 
 import pytest
 import yaml
+from harness.kafka_cluster import KafkaCluster
+from harness.kube_apiserver import KubeAPIServer
 
 from kquota.advisor import collect
 from kquota.advisor.cli import add_subcommands
 from kquota.api import parse_manifest
-from tests.harness.kafka_cluster import KafkaCluster
-from tests.harness.kube_apiserver import KubeAPIServer
-from tests.harness.pytest_kafka import unique_name
+from tests.plugins.kafka import unique_name
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.e2e, pytest.mark.slow]
 

@@ -19,8 +19,6 @@ from kquota.kafka.quotas import (
     QuotaRequestError,
 )
 
-pytestmark = pytest.mark.unit
-
 T0 = "2026-01-01T00:00:00Z"
 
 # (id, operation, resource type, resources, request, must appear in the message, must not appear)

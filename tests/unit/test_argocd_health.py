@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import cache, procs
 from lupa import lua51
 
 from kquota.domain.status import STALLED, Outcome, Reason, render_cluster_status, render_status
-from tests.harness import cache, procs
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "deploy" / "argocd" / "health.lua"

@@ -16,8 +16,6 @@ from kquota.cli.connect import (
     settings_from_properties,
 )
 
-pytestmark = pytest.mark.unit
-
 SECRET = 's3cr=t;"quoted"'
 
 

@@ -13,12 +13,8 @@ from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.explain import Owner, Ownership, explain, owner_of, shared_by
 from kquota.domain.plan import ResourceRef
 from kquota.domain.resolver import Connection
+from tests.support.quotas import ALICE, C, P
 
-pytestmark = pytest.mark.unit
-
-P = QuotaKey.PRODUCER_BYTE_RATE
-C = QuotaKey.CONSUMER_BYTE_RATE
-ALICE = Entity.for_user("alice")
 REF = ResourceRef("ClientQuota", "team-a", "alice")
 
 

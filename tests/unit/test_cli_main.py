@@ -14,8 +14,6 @@ from kquota.cli import completion
 from kquota.cli.main import build_parser, main
 from kquota.reconcile.settings import OperatorSettings
 
-pytestmark = pytest.mark.unit
-
 MINE = ("validate", "plan", "explain", "export", "completion")
 
 

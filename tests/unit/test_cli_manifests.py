@@ -13,14 +13,7 @@ from kquota.domain import manifests
 from kquota.domain.desired import desired_entries
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.manifests import entity_manifests, export_manifests, name_part, object_name, quantity
-
-pytestmark = pytest.mark.unit
-
-P = QuotaKey.PRODUCER_BYTE_RATE
-C = QuotaKey.CONSUMER_BYTE_RATE
-R = QuotaKey.REQUEST_PERCENTAGE
-M = QuotaKey.CONTROLLER_MUTATION_RATE
-N = QuotaKey.CONNECTION_CREATION_RATE
+from tests.support.quotas import C, M, N, P, R
 
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 HASHED = re.compile(r"^[a-z0-9-]+-[0-9a-f]{8}$")

@@ -22,14 +22,8 @@ from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.plan import Protection, ResourceRef, UnmanagedPolicy
 from kquota.domain.tenancy import Grant
 from kquota.kafka.quotas import ConnectionSettings
+from tests.support.quotas import ALICE, BOB, C, P, R
 
-pytestmark = pytest.mark.unit
-
-P = QuotaKey.PRODUCER_BYTE_RATE
-C = QuotaKey.CONSUMER_BYTE_RATE
-R = QuotaKey.REQUEST_PERCENTAGE
-ALICE = Entity.for_user("alice")
-BOB = Entity.for_user("bob")
 APP = Entity.for_client("app")
 CONN = ConnectionSettings("kafka:9092")
 

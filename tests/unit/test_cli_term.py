@@ -9,8 +9,6 @@ import pytest
 from kquota.cli.term import Term, safe, value_text, wants_color, width
 from kquota.domain.entities import QuotaKey
 
-pytestmark = pytest.mark.unit
-
 
 class Stream(io.StringIO):
     def __init__(self, tty: bool) -> None:

@@ -12,8 +12,6 @@ import yaml
 from kquota.cli.main import main
 from tests.unit.test_corpus_offline import ADMISSION, expectation
 
-pytestmark = pytest.mark.unit
-
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 VALID = """\

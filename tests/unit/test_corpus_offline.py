@@ -16,8 +16,6 @@ import yaml
 
 from kquota.api import ManifestError, parse_manifest, validate_update
 
-pytestmark = pytest.mark.unit
-
 CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 ADMISSION = sorted((CORPUS / "admission").glob("*.yaml"))
 TRANSITIONS = sorted((CORPUS / "transitions").glob("*.yaml"))

@@ -12,8 +12,6 @@ import pytest
 
 from kquota import crdgen
 
-pytestmark = pytest.mark.unit
-
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -7,17 +7,14 @@ from typing import Any
 import pytest
 
 from kquota.domain.desired import split_budget
-from kquota.domain.entities import Entity, QuotaKey
+from kquota.domain.entities import Entity
 from kquota.domain.mutation import ControllerWindow, with_burst
 from kquota.domain.plan import Protection, apply_ledger
 from kquota.domain.status import Outcome, Reason
 from kquota.domain.tenancy import Grant, refusal
 from kquota.domain.topics import TopicLayout, with_enforcement
+from tests.support.quotas import C, P
 
-pytestmark = pytest.mark.unit
-
-P = QuotaKey.PRODUCER_BYTE_RATE
-C = QuotaKey.CONSUMER_BYTE_RATE
 TEAM_A = (Grant(frozenset({"team-a"}), users=("a-*",)),)
 
 

@@ -11,8 +11,6 @@ import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import pytest
-
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.status import Reason
 from kquota.kafka.quotas import ConnectionSettings, EntityAlteration, EntityResult, QuotaAdmin
@@ -20,10 +18,7 @@ from kquota.reconcile.build import record_from_body
 from kquota.reconcile.engine import ClusterReconciler
 from kquota.reconcile.records import ClusterConfig, ResourceRecord
 from kquota.reconcile.settings import OperatorSettings
-
-pytestmark = pytest.mark.unit
-
-P = QuotaKey.PRODUCER_BYTE_RATE
+from tests.support.quotas import P
 
 
 class Broker:

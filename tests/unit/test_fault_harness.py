@@ -13,13 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from harness import procs
+from harness.invariants import check
+from harness.slowproxy import SlowProxy
 
 from kquota.domain.entities import Entity
-from tests.harness import procs
-from tests.harness.invariants import check
-from tests.harness.slowproxy import SlowProxy
-
-pytestmark = pytest.mark.unit
 
 U, V, GONE = Entity.for_user("u"), Entity.for_client("v"), Entity.for_user("gone")
 P, C = "producer_byte_rate", "consumer_byte_rate"

@@ -18,12 +18,9 @@ from typing import Any
 import kopf
 import pytest
 
-from kquota.domain.entities import Entity, QuotaKey
+from kquota.domain.entities import Entity
 from kquota.handlers import operator as handlers
-
-pytestmark = pytest.mark.unit
-
-P = QuotaKey.PRODUCER_BYTE_RATE
+from tests.support.quotas import P
 
 
 class Engine:

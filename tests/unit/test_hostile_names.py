@@ -25,8 +25,6 @@ from kquota.kafka.quotas import (
     record_bytes,
 )
 
-pytestmark = pytest.mark.unit
-
 #: KRaft's cap on one metadata record batch (KafkaRaftClient.MAX_BATCH_SIZE_BYTES).
 KRAFT_MAX_BATCH_BYTES = 8 * 1024 * 1024
 

@@ -9,8 +9,6 @@ from kopf._cogs.aiokits import aiotoggles
 
 from kquota.handlers import kopf_startup
 
-pytestmark = pytest.mark.unit
-
 
 class CountingCondition(asyncio.Condition):
     notified = 0

@@ -12,8 +12,6 @@ from kubernetes.aio import client
 
 from kquota.k8s.api import env_proxy
 
-pytestmark = pytest.mark.unit
-
 PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy", "ALL_PROXY")
 
 

@@ -18,8 +18,6 @@ from kquota.domain import ledger as fmt
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.k8s.ledger import LABEL, RETIRED_LABEL, SHARDS_LABEL, LedgerStore, label_value, shard_name
 
-pytestmark = pytest.mark.unit
-
 P, C = QuotaKey.PRODUCER_BYTE_RATE, QuotaKey.CONSUMER_BYTE_RATE
 Ledger = dict[Entity, dict[QuotaKey, float]]
 LIMIT = 1_048_576

@@ -40,8 +40,6 @@ from kquota.kafka.metrics import (
 )
 from kquota.reconcile import metrics as operator_metrics
 
-pytestmark = pytest.mark.unit
-
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = MetricNames()
 
@@ -428,7 +426,7 @@ def _operator_series() -> set[str]:
 
 def _exporter_series() -> set[str]:
     """Series names the JMX exporter rules produce: each $n in a name expanded over its capture's alternatives."""
-    rules = yaml.safe_load((ROOT / "tests/harness/jmx-exporter.yaml").read_text())
+    rules = yaml.safe_load((ROOT / "harness/jmx-exporter.yaml").read_text())
     out: set[str] = set()
     for rule in rules["rules"]:
         groups = re.findall(r"\(([^()]*)\)", rule["pattern"])

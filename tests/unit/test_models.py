@@ -28,8 +28,6 @@ from kquota.domain.desired import desired_entries, entity_of, topic_client_entri
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.topics import TopicLayout
 
-pytestmark = pytest.mark.unit
-
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 

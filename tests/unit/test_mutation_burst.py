@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
-
 from kquota.domain.mutation import ControllerWindow, check_burst, window_from_configs
-
-pytestmark = pytest.mark.unit
 
 DEFAULT = ControllerWindow(11, 1)
 

@@ -31,16 +31,8 @@ from kquota.domain.observed import (
     summarize,
 )
 from kquota.kafka.metrics import MetricNames, RawSeries, parse_text, quota_series
+from tests.support.quotas import ALICE, C, M, N, P, R
 
-pytestmark = pytest.mark.unit
-
-P = QuotaKey.PRODUCER_BYTE_RATE
-C = QuotaKey.CONSUMER_BYTE_RATE
-R = QuotaKey.REQUEST_PERCENTAGE
-M = QuotaKey.CONTROLLER_MUTATION_RATE
-N = QuotaKey.CONNECTION_CREATION_RATE
-
-ALICE = Entity.for_user("alice")
 DEFAULT_USER = Entity.for_user(None)
 NAN = math.nan
 NOW = 1000.0

@@ -16,14 +16,8 @@ from kquota.domain.plan import (
     plan,
     resolve_claims,
 )
+from tests.support.quotas import ALICE, BOB, C, P, R
 
-pytestmark = pytest.mark.unit
-
-P = QuotaKey.PRODUCER_BYTE_RATE
-C = QuotaKey.CONSUMER_BYTE_RATE
-R = QuotaKey.REQUEST_PERCENTAGE
-ALICE = Entity.for_user("alice")
-BOB = Entity.for_user("bob")
 DEF_USER = Entity.for_user(None)
 
 

@@ -25,8 +25,6 @@ from kquota.api.quantity import (
     parse_quantity,
 )
 
-pytestmark = pytest.mark.unit
-
 PARSES = [
     pytest.param("10Mi", Decimal(10 * 2**20), id="a binary suffix multiplies by a power of two"),
     pytest.param("1M", Decimal(10**6), id="a decimal suffix multiplies by a power of ten"),

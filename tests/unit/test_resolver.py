@@ -8,14 +8,7 @@ import pytest
 
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.resolver import Connection, bucket_for, client_levels, resolve
-
-pytestmark = pytest.mark.unit
-
-P = QuotaKey.PRODUCER_BYTE_RATE
-C = QuotaKey.CONSUMER_BYTE_RATE
-R = QuotaKey.REQUEST_PERCENTAGE
-M = QuotaKey.CONTROLLER_MUTATION_RATE
-N = QuotaKey.CONNECTION_CREATION_RATE
+from tests.support.quotas import C, M, N, P, R
 
 #: The eight entities that can match the connection (alice, app), by precedence level.
 LEVEL = {

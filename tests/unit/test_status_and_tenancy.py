@@ -8,8 +8,6 @@ from kquota.domain.entities import Entity
 from kquota.domain.status import Outcome, Reason, needs_write, render_status
 from kquota.domain.tenancy import Grant, denied
 
-pytestmark = pytest.mark.unit
-
 T0 = "2026-01-01T00:00:00Z"
 T1 = "2026-01-01T00:05:00Z"
 

@@ -9,8 +9,6 @@ import pytest
 
 from kquota.kafka.quotas import _is_tls_failure, _tls_hint
 
-pytestmark = pytest.mark.unit
-
 # What kafka-python logged in each case, against Kafka 4.3.1's SSL and SASL_SSL listeners
 # (the host mismatch: Python's ssl against a certificate without the IP).
 VERIFY_FAILED = (

@@ -14,7 +14,7 @@ datasets in the advisor's input schema, see :mod:`kquota.advisor.schema`):
   went down, i.e. a broker restart, gives no sample).
 
 Metric names are those of the Prometheus JMX exporter rules kquota ships for
-its test brokers (``tests/harness/jmx-exporter.yaml``):
+its test brokers (``harness/jmx-exporter.yaml``):
 ``kafka_server_quota_{byte_rate,request_time,throttle_time}{resource,user,clientId}``
 and ``kafka_server_brokertopicmetrics_bytes{in,out}persec_total{topic}``.
 Label values are decoded the way Kafka encoded them: ``user`` is URL-encoded

@@ -22,7 +22,7 @@ NaN: the broker's throttle-time is NaN until a client is first throttled
 and again once its samples expire; NaN is kept as NaN in the readings (it
 means "no throttle recorded") and never averaged into a rate.
 
-Names and labels follow the exporter rules in tests/harness/jmx-exporter.yaml
+Names and labels follow the exporter rules in harness/jmx-exporter.yaml
 (``kafka_server_quota_<attr>{resource,user,clientId}``); :class:`MetricNames`
 lets an installation with other rules map its names. Label values are as
 Kafka puts them in the JMX ObjectName: ``user`` URL-encoded by Kafka's
@@ -228,7 +228,7 @@ def decode_client_id(raw: str) -> str:
 
 @dataclass(frozen=True)
 class MetricNames:
-    """Metric and label names as the exporter writes them (defaults: tests/harness/jmx-exporter.yaml)."""
+    """Metric and label names as the exporter writes them (defaults: harness/jmx-exporter.yaml)."""
 
     quota_prefix: str = "kafka_server_quota_"
     resource_label: str = "resource"

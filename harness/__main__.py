@@ -1,4 +1,4 @@
-"""Command-line entry for the harness: ``python -m tests.harness COMMAND``.
+"""Command-line entry for the harness: ``python -m harness COMMAND``.
 
 prepare   download/build everything the tests need (Kafka jars, kube-apiserver, helm)
 kube      run a kube-apiserver until Ctrl-C and print how to reach it
@@ -17,11 +17,11 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
-from tests.harness import kube_apiserver, procs, tools
+from harness import kube_apiserver, procs, tools
 
 
 def _prepare() -> int:
-    from tests.harness import kafka_cluster
+    from harness import kafka_cluster
 
     steps: list[tuple[str, Callable[[], object]]] = [
         (f"Kafka {kafka_cluster.DEFAULT_VERSION} jars (Maven Central)", kafka_cluster.ensure_kafka),
@@ -69,7 +69,7 @@ def _kube(_: argparse.Namespace) -> int:
 
 
 def _kafka(args: argparse.Namespace) -> int:
-    from tests.harness import kafka_cluster
+    from harness import kafka_cluster
 
     _stop_on_signals()
     workdir = Path(tempfile.mkdtemp(prefix="kquota-kafka-"))
@@ -91,7 +91,7 @@ def _kafka(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from tests.harness import demo
+    from harness import demo
 
     _stop_on_signals()
     return demo.run(keep_running=not args.once)
@@ -99,7 +99,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tests.harness", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m harness", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("prepare", help="download and build every component")

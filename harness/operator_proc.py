@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.harness import procs
-from tests.harness.kube_apiserver import KubeAPIServer
+from harness import procs
+from harness.kube_apiserver import KubeAPIServer
 
 GROUP_VERSION = "kquota.io/v1alpha1"
 LEDGER_NAMESPACE = "kquota-system"

@@ -1,4 +1,4 @@
-"""pytest fixture for a real Prometheus server scraping the session Kafka broker (tests/harness/prometheus.py).
+"""pytest fixture for a real Prometheus server scraping the session Kafka broker (harness/prometheus.py).
 
 ``prometheus`` is session-scoped and started on first use (after ``kafka``),
 scraping every broker's JMX-exporter endpoint each second; it is stopped at
@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-
-from tests.harness.kafka_cluster import KafkaCluster
-from tests.harness.prometheus import Prometheus
+from harness.kafka_cluster import KafkaCluster
+from harness.prometheus import Prometheus
 
 
 @pytest.fixture(scope="session")

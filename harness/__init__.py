@@ -3,5 +3,5 @@ built from Maven Central jars and a kube-apiserver with embedded etcd built from
 Kubernetes' Go modules, plus the kubectl and helm binaries.
 
 Used by the pytest fixtures (tests/conftest.py) and by ``make demo``
-(``python -m tests.harness demo``).
+(``python -m harness demo``).
 """

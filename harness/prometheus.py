@@ -4,7 +4,7 @@
 every ``scrape_interval`` (1 s by default, so tests see changes quickly), keeps
 its TSDB in the work directory and listens on a free loopback port: it never
 clashes with a system Prometheus on 9090. The process runs through
-:class:`tests.harness.procs.Process` (own process group, log file, killed
+:class:`harness.procs.Process` (own process group, log file, killed
 with the test run) and is ready once ``/-/ready`` answers 200.
 
 ``make test`` installs the binary (``apt-get install prometheus``); without
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.harness import procs
+from harness import procs
 
 START_TIMEOUT = float(os.environ.get("KQUOTA_PROMETHEUS_START_TIMEOUT", "90"))
 

@@ -16,7 +16,7 @@ broker+controller nodes on free loopback ports, each with three listeners
   SCRAM-SHA-512 and PLAIN (PLAIN knows only ``admin``, from the JAAS config).
   The quota ``user`` of a client is its SASL username.
 * ``CONTROLLER``: the KRaft quorum (static ``controller.quorum.voters``).
-* With ``KafkaCluster.start(..., tls=True)`` only (tests/harness/tls.py makes a
+* With ``KafkaCluster.start(..., tls=True)`` only (harness/tls.py makes a
   throwaway CA and a broker certificate for ``IP:127.0.0.1``/``DNS:localhost``
   in ``<workdir>/tls``; ``cluster.ca_cert`` is the CA's PEM file):
 
@@ -37,7 +37,7 @@ reload4j logging, ``kafka.admin.AclCommand``; 4.x: log4j2, ACL tool moved to
 in both.
 
 Metrics: every broker runs ``jmx_prometheus_javaagent`` 1.0.1 with the rules in
-``tests/harness/jmx-exporter.yaml``; ``broker.metrics_url`` serves the Prometheus
+``harness/jmx-exporter.yaml``; ``broker.metrics_url`` serves the Prometheus
 text format. Names as exported (checked against a live 4.3.1 broker with quotas set):
 
 * ``kafka_server_quota_byte_rate{resource="Produce"|"Fetch", user, clientId}``
@@ -86,8 +86,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.harness import cache, procs
-from tests.harness.tls import BrokerTls, Credential
+from harness import cache, procs
+from harness.tls import BrokerTls, Credential
 
 DEFAULT_VERSION = os.environ.get("KQUOTA_KAFKA_VERSION", "4.3.1")
 JMX_EXPORTER_VERSION = "1.0.1"

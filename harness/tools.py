@@ -12,7 +12,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from tests.harness import cache, procs
+from harness import cache, procs
 
 HELM_VERSION = "v3.21.4"
 

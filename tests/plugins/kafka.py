@@ -1,4 +1,4 @@
-"""pytest fixtures for the real Kafka cluster (tests/harness/kafka_cluster.py).
+"""pytest fixtures for the real Kafka cluster (harness/kafka_cluster.py).
 
 ``kafka`` (one broker) and ``kafka3`` (three brokers) are session-scoped and
 started on first use, so a run that needs neither starts no JVM; both are
@@ -12,8 +12,7 @@ import secrets
 from collections.abc import Iterator
 
 import pytest
-
-from tests.harness.kafka_cluster import KafkaCluster
+from harness.kafka_cluster import KafkaCluster
 
 
 def unique_name(prefix: str = "t") -> str:

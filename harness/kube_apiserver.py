@@ -1,6 +1,6 @@
 """A real kube-apiserver with embedded etcd, built from Kubernetes' Go modules.
 
-The Go program in ``tests/harness/kube-apiserver/`` is compiled once per source
+The Go program in ``harness/kube-apiserver/`` is compiled once per source
 hash into the cache (a cold build takes about 4 minutes on 2 cores; later runs
 reuse the binary). Each :class:`KubeAPIServer` runs it on a free loopback port
 with its own state directory and exposes the admin kubeconfig, static team
@@ -20,11 +20,11 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.harness import cache, procs, tools
+from harness import cache, procs, tools
 
 KUBERNETES_VERSION = "1.35.4"
 SOURCE_DIR = Path(__file__).parent / "kube-apiserver"
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 #: Static identities every test API server knows, for multi-tenancy tests:
 #: name -> groups. Tokens are random per server (see identities.json).

@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.harness import procs
+from harness import procs
 
 _DAYS = "30"
 _SAFE_VALUE = re.compile(r"^[^,+/\\\"=<>#;]+$")

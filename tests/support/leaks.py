@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tests.harness.kube_apiserver import KubeAPIServer
-from tests.harness.operator_proc import LEDGER_NAMESPACE, OperatorProcess
+from harness.kube_apiserver import KubeAPIServer
+from harness.operator_proc import LEDGER_NAMESPACE, OperatorProcess
 
 
 def exposed(kube: KubeAPIServer, operator: OperatorProcess, ledger_namespace: str = LEDGER_NAMESPACE) -> dict[str, str]:

@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-
-from tests.harness.kube_apiserver import KubeAPIServer
+from harness.kube_apiserver import KubeAPIServer
 
 
 @pytest.fixture(scope="session")

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import yaml
 
-from tests.harness import kafka_cluster, kube_apiserver
-from tests.harness.operator_proc import OperatorProcess, ensure_ledger_namespace, wait_for
+from harness import kafka_cluster, kube_apiserver
+from harness.operator_proc import OperatorProcess, ensure_ledger_namespace, wait_for
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
 
 

@@ -1,0 +1,55 @@
+"""A running kquota stack: real API server, real Kafka, the operator process, and one KafkaCluster.
+
+Used by the e2e tests, the benchmarks and anything else that needs the whole thing up.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.kafka_cluster import KafkaCluster
+from harness.kube_apiserver import KubeAPIServer
+from harness.operator_proc import (
+    OperatorProcess,
+    ensure_ledger_namespace,
+    kafka_cluster_manifest,
+)
+from kquota.domain.entities import Entity, QuotaKey
+from kquota.kafka.quotas import ConnectionSettings, QuotaAdmin
+
+
+@dataclass
+class Stack:
+    kube: KubeAPIServer
+    kafka: KafkaCluster
+    operator: OperatorProcess
+    cluster: str
+
+    def broker_quotas(self) -> dict[Entity, dict[QuotaKey, float]]:
+        """The brokers' quotas, read through the integration-tested adapter."""
+        admin = QuotaAdmin(ConnectionSettings(bootstrap_servers=self.kafka.bootstrap))
+        try:
+            return admin.describe_all()
+        finally:
+            admin.close()
+
+    def new_namespace(self) -> str:
+        return self.kube.create_namespace("team")
+
+
+def start_stack(kube: KubeAPIServer, kafka: KafkaCluster, workdir: Path, drift_interval: float = 3.0) -> Stack:
+    kube.apply_crds()
+    ensure_ledger_namespace(kube)
+    cluster = f"kc-{uuid.uuid4().hex[:6]}"
+    kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest(cluster, kafka.bootstrap))
+    operator = OperatorProcess(kube, workdir, default_cluster=cluster, drift_interval=drift_interval).start()
+    return Stack(kube, kafka, operator, cluster)
+
+
+def stop_stack(stack: Stack) -> None:
+    # Delete the KafkaCluster while the operator still runs: Kopf holds a
+    # finalizer on objects with daemons and releases it when the daemon stops.
+    stack.kube.kubectl("delete", "kafkacluster", stack.cluster, "--timeout=30s", check=False)
+    stack.operator.stop()
