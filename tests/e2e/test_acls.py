@@ -477,7 +477,9 @@ def test_the_adapter_names_each_missing_acl(acl_stack: AclStack) -> None:
         grant("--operation", "AlterConfigs", "--cluster")
         revoke(*READ_ONLY_ON_CLUSTER)
         wait_for(lambda: _writes(admin, probe), 30, "AlterConfigs on the cluster to take effect")
-        assert admin.describe_all()[probe.entity] == {P: 42.0}
+        # The controller commits the write; the broker answering DescribeClientQuotas serves it once its
+        # metadata image has caught up (KRaft), so a read straight after the write can still miss it.
+        wait_for(lambda: admin.describe_all().get(probe.entity) == {P: 42.0}, 30, "the probe's quota described")
         assert admin.broker_configs(1, ["controller.quota.window.num"]) == {"controller.quota.window.num": "11"}
 
         # Topics by prefix: the allowed topic's layout comes with the refusal of the other.
