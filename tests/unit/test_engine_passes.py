@@ -63,16 +63,32 @@ class Broker:
         pass
 
 
+def merge(target: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    """RFC 7386 JSON merge patch, as the API server applies a status patch."""
+    out = dict(target)
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
 class Kube:
+    """Statuses merge-patched as the API server does; events recorded as (object name, type, reason, message)."""
+
     def __init__(self) -> None:
         self.statuses: dict[str, Mapping[str, Any]] = {}
+        self.events: list[tuple[str, str, str, str]] = []
 
     async def patch_status(self, ref: Any, status: Mapping[str, Any]) -> bool:
-        self.statuses[ref.name] = status
+        self.statuses[ref.name] = merge(self.statuses.get(ref.name, {}), status)
         return True
 
-    async def event(self, *_: Any) -> None:
-        pass
+    async def event(self, ref: Any, type_: str, reason: str, message: str) -> None:
+        self.events.append((ref.name, type_, reason, message))
 
 
 class Ledger:
@@ -94,9 +110,11 @@ def quota(name: str, user: str, rate: int, created: str = "2026-01-01T00:00:00Z"
     return record_from_body("ClientQuota", body, "c")
 
 
-def engine(records: list[ResourceRecord], broker: Broker, kube: Kube) -> ClusterReconciler:
+def engine(
+    records: list[ResourceRecord], broker: Broker, kube: Kube, config: ClusterConfig | None = None
+) -> ClusterReconciler:
     async def cfg() -> ClusterConfig:
-        return ClusterConfig("c", ConnectionSettings(bootstrap_servers="unused:9092"))
+        return config or ClusterConfig("c", ConnectionSettings(bootstrap_servers="unused:9092"))
 
     def admin(_: ClusterConfig) -> QuotaAdmin:
         return broker  # type: ignore[return-value]  # the stand-in has the methods the engine calls
@@ -109,6 +127,7 @@ def engine(records: list[ResourceRecord], broker: Broker, kube: Kube) -> Cluster
         Ledger(),
         OperatorSettings(),
         admin_factory=admin,  # type: ignore[arg-type]
+        cluster_object=lambda: {"metadata": {"name": "c", "uid": "c-uid", "generation": 1}},
     )
 
 

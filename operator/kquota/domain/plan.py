@@ -18,6 +18,11 @@ Decisions made here, and why:
   recorded is left alone unless the cluster's unmanaged policy is Adopt.
 * **Protected principals** (configured, plus the operator's own user) are
   never changed: resources naming them contribute nothing and say so.
+* **A refused resource keeps what it set**: the caller passes the keys of
+  resources it refuses (NotPermitted, InvalidSpec) as ``keep``; they are
+  neither removed nor forgotten, only listed in ``Plan.kept``. Refusing a
+  resource (a tenancy grant narrowed, a typo in a spec) must not un-throttle
+  its clients; deleting the resource is what removes its keys.
 """
 
 from __future__ import annotations
@@ -145,6 +150,8 @@ class Plan:
     unmanaged: dict[Entity, dict[QuotaKey, float]] = field(default_factory=dict)
     #: Entities skipped because they name a protected principal.
     protected: set[Entity] = field(default_factory=set)
+    #: Owned keys left as they are on the brokers because a refused resource names them.
+    kept: dict[Entity, dict[QuotaKey, float]] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -160,9 +167,15 @@ def plan(
     ledger: Quotas,
     policy: UnmanagedPolicy = UnmanagedPolicy.IGNORE,
     protection: Protection = Protection(),
+    keep: Mapping[Entity, frozenset[QuotaKey] | None] | None = None,
 ) -> Plan:
-    """The minimal set of changes that makes ``live`` match ``desired`` on owned keys."""
+    """The minimal set of changes that makes ``live`` match ``desired`` on owned keys.
+
+    ``keep`` names keys (None: every key of the entity) that must stay as they
+    are on the brokers even though nothing claims them: see the module notes.
+    """
     out = Plan()
+    keep = keep or {}
     entities = set(desired) | set(ledger) | (set(live) if policy is UnmanagedPolicy.ADOPT else set())
     for entity in sorted(entities, key=Entity.sort_key):
         if protection.covers(entity):
@@ -182,6 +195,15 @@ def plan(
             if owned.get(key) != value:
                 out.record.setdefault(entity, {})[key] = value
         removable = set(owned) | (set(have) if policy is UnmanagedPolicy.ADOPT else set())
+        if entity in keep:
+            held = keep[entity]
+            # Named keys are kept whoever set them (Adopt must not take them either);
+            # "every key" covers only what kquota owns.
+            kept = {k for k in removable - set(want) if (k in owned if held is None else k in held)}
+            for key in kept:
+                if key in have:
+                    out.kept.setdefault(entity, {})[key] = have[key]
+            removable -= kept
         for key in sorted(removable - set(want)):
             if key in have:
                 ops.append(QuotaOp(key, None))

@@ -49,6 +49,9 @@ STALLED = frozenset(
         Reason.REJECTED,
         Reason.UNSUPPORTED_BY_BROKER,
         Reason.NOT_AUTHORIZED,
+        # No KafkaCluster of that name: nothing is applied until a KafkaCluster
+        # is created or clusterRef changes, so GitOps health must not wait on it.
+        Reason.CLUSTER_NOT_FOUND,
     }
 )
 
@@ -115,7 +118,6 @@ def render_status(
     elif outcome.reason in (
         Reason.PENDING,
         Reason.KAFKA_UNAVAILABLE,
-        Reason.CLUSTER_NOT_FOUND,
         Reason.CLUSTER_NOT_READY,
         Reason.TOPIC_NOT_FOUND,
     ):
@@ -138,10 +140,41 @@ def render_status(
     return status
 
 
+def value_text(value: float) -> str:
+    """A quota value as text, exact: byte rates are integers (20971520, never 2.09715e+07)."""
+    if value == int(value) and abs(value) < 2**63:
+        return str(int(value))
+    return repr(value)
+
+
 def needs_write(prev_status: Mapping[str, Any] | None, new_status: Mapping[str, Any]) -> bool:
     """True when writing ``new_status`` would change what the API server holds."""
     prev_status = prev_status or {}
     return any(prev_status.get(k) != v for k, v in new_status.items())
+
+
+def merge_patch(prev_status: Mapping[str, Any] | None, new_status: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON merge patch that turns ``prev_status`` into ``new_status`` for the fields kquota renders.
+
+    A merge patch keeps every key it does not mention, so a key that left a
+    nested map (a quota removed from ``applied.values``, a key gone from
+    ``observed``) must be sent as null or it stays forever. Top-level fields
+    absent from ``new_status`` are left alone: they belong to other writers.
+    """
+    return _nulls_for_removed(prev_status or {}, new_status)
+
+
+def _nulls_for_removed(prev: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in new.items():
+        old = prev.get(key)
+        if isinstance(value, Mapping) and isinstance(old, Mapping):
+            nested = _nulls_for_removed(old, value)
+            nested.update({k: None for k in old if k not in value})
+            out[key] = nested
+        else:
+            out[key] = value
+    return out
 
 
 def render_cluster_status(

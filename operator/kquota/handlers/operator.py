@@ -41,6 +41,7 @@ from kquota.k8s.ledger import LedgerStore
 from kquota.kafka.quotas import KafkaUnavailable
 from kquota.reconcile.build import QUOTA_KINDS, cluster_config, record_from_body
 from kquota.reconcile.engine import ClusterReconciler
+from kquota.reconcile.orphans import OrphanReporter
 from kquota.reconcile.records import ClusterConfig, ResourceRecord
 from kquota.reconcile.settings import OperatorSettings
 
@@ -57,6 +58,11 @@ class Runtime:
     settings: OperatorSettings = OperatorSettings()
     kube: Kube | None = None
     engines: dict[str, ClusterReconciler] = {}
+    #: Every quota resource's latest record by uid, for the resources no reconciler covers.
+    records: dict[str, ResourceRecord] = {}
+    #: Names of the KafkaClusters that exist.
+    clusters: set[str] = set()
+    orphans: OrphanReporter | None = None
 
 
 def configure(settings: OperatorSettings) -> None:
@@ -77,10 +83,14 @@ async def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.client_timeout = 330
     settings.networking.request_timeout = 60
     Runtime.kube = Kube(await connect(Runtime.settings.kubeconfig))
+    Runtime.orphans = OrphanReporter(Runtime.kube, Runtime.settings, Runtime.records, Runtime.clusters)
+    Runtime.orphans.start()
 
 
 @kopf.on.cleanup()
 async def _cleanup(**_: Any) -> None:
+    if Runtime.orphans is not None:
+        await Runtime.orphans.stop()
     for engine in Runtime.engines.values():
         engine.close()
     if Runtime.kube is not None:
@@ -134,6 +144,7 @@ def _index(kind: str) -> Any:
             if engine is not None:
                 engine.trigger(rec.ref.uid)
         memo[_MEMO_KEY] = (version, rec)
+        Runtime.records[rec.ref.uid] = rec
         return {rec.cluster: rec}
 
     index.__name__ = f"{kind.lower()}_index"
@@ -151,19 +162,20 @@ def _delete(kind: str) -> Any:
         if engine is None:
             # No reconciler for this cluster (KafkaCluster absent): the ledger keeps
             # what kquota set, and the keys are removed once the cluster is back.
-            log.warning(
-                "%s %s/%s deleted while cluster %r has no reconciler; its keys are removed "
-                "when the cluster is available",
-                kind,
-                rec.ref.namespace,
-                rec.ref.name,
-                rec.cluster,
+            message = (
+                f"KafkaCluster {rec.cluster!r} does not exist: quotas this resource set stay on the brokers "
+                "(recorded in the ledger) and are removed when that KafkaCluster exists again"
             )
+            log.warning("%s %s/%s deleted: %s", kind, rec.ref.namespace, rec.ref.name, message)
+            if Runtime.kube is not None:
+                await Runtime.kube.event(rec.object_ref, "Warning", "QuotaKept", message)
+            Runtime.records.pop(rec.ref.uid, None)
             return
         try:
             await engine.wait_released(rec.ref.uid, timeout=60)
         except (KafkaUnavailable, TimeoutError) as exc:
             raise kopf.TemporaryError(f"quota not yet removed from the brokers: {exc}", delay=10) from exc
+        Runtime.records.pop(rec.ref.uid, None)
 
     delete.__name__ = f"{kind.lower()}_delete"
     return delete
@@ -183,7 +195,16 @@ async def kafkacluster_generation(name: str, body: kopf.Body, **_: Any) -> dict[
         engine.trigger()
     if engine is not None:
         engine.cluster_generation = generation
+    Runtime.clusters.add(name)
     return {name: generation}
+
+
+@kopf.on.event(GROUP, VERSION, "kafkaclusters", id="kafkacluster_events")
+async def kafkacluster_event(name: str, event: kopf.RawEvent, **_: Any) -> None:
+    # A deleted KafkaCluster leaves its resources to the orphan reporter (no finalizer
+    # on KafkaClusters: deleting one never waits for kquota).
+    if event.get("type") == "DELETED":
+        Runtime.clusters.discard(name)
 
 
 def _records(kwargs: dict[str, Any], cluster: str) -> Iterator[ResourceRecord]:

@@ -69,7 +69,15 @@ from kquota.domain.plan import (
     plan,
     resolve_claims,
 )
-from kquota.domain.status import Outcome, Reason, needs_write, render_cluster_status, render_status
+from kquota.domain.status import (
+    Outcome,
+    Reason,
+    merge_patch,
+    needs_write,
+    render_cluster_status,
+    render_status,
+    value_text,
+)
 from kquota.domain.tenancy import refusal
 from kquota.domain.topics import TopicLayout, allowance, with_enforcement
 from kquota.k8s.api import Kube, ObjectRef, SecretNotFound, gather_limited
@@ -359,28 +367,51 @@ class ClusterReconciler:
         }
 
         claimers: list[ResourceRecord] = []
+        refused_recs: list[ResourceRecord] = []
         entries: list[DesiredEntry] = []
+        # A refused resource (invalid spec, outside its tenancy grant) keeps what it
+        # set on the brokers: refusing must not un-throttle its clients.
+        keep: dict[Entity, frozenset[QuotaKey] | None] = {}
         for rec in records:
             if rec.deleting or rec.ref.uid in outcomes:
                 continue
             if rec.error is not None:
                 outcomes[rec.ref.uid] = Outcome(Reason.INVALID_SPEC, rec.error)
+                refused_recs.append(rec)
+                for entity in self._entities_by_uid.get(rec.ref.uid, ()):
+                    keep[entity] = None
                 continue
             refused = refusal(rec.ref.namespace, [e for e, _ in rec.entries], cfg.grants, cfg.protection)
             if refused is not None:
                 outcomes[rec.ref.uid] = Outcome(*refused)
+                if refused[0] is not Reason.PROTECTED:
+                    refused_recs.append(rec)
+                    for entity, values in rec.entries:
+                        held = keep.get(entity, frozenset())
+                        keep[entity] = None if held is None else held | frozenset(values)
                 continue
             claimers.append(rec)
             entries.extend(DesiredEntry(rec.ref, rec.created, e, v) for e, v in rec.entries)
         claims = resolve_claims(entries)
 
+        owned_before = ledger
         if touched is None:
             live = await asyncio.to_thread(admin.describe_all)
-            the_plan = plan(claims.desired, live, ledger, cfg.policy, cfg.protection)
+            the_plan = plan(claims.desired, live, ledger, cfg.policy, cfg.protection, keep)
         else:
             live = await asyncio.to_thread(_describe_each, admin, touched)
             owned = {e: ledger[e] for e in touched if e in ledger}
-            the_plan = plan(claims.desired, live, owned, cfg.policy, cfg.protection)
+            the_plan = plan(claims.desired, live, owned, cfg.policy, cfg.protection, keep)
+        for rec in refused_recs:
+            outcome = outcomes[rec.ref.uid]
+            kept = self._kept_text(rec, the_plan.kept)
+            if kept:
+                outcomes[rec.ref.uid] = dataclasses.replace(
+                    outcome,
+                    message=f"{outcome.message}; {kept} stay on the brokers as they are until this resource "
+                    "is fixed or deleted",
+                    applied={},
+                )
 
         now = time.monotonic()
         sendable: list[EntityChange] = []
@@ -474,6 +505,8 @@ class ClusterReconciler:
         if drifted:
             metrics.DRIFT.labels(self.name).inc(len(drifted))
             await self._drift_events(drifted, claims.holders, records)
+        done = [c for c in sendable if c.entity not in failed]
+        changed_uids = await self._change_events(done, live, owned_before, claims.holders, records, drifted, cfg)
 
         problems = {e: m for e, m in {**held_back, **failed}.items() if e not in transient}
         retrying = {e: failed[e] for e in transient}
@@ -492,10 +525,12 @@ class ClusterReconciler:
             # Metrics are read on full passes only: a narrow pass sees too few
             # resources to attribute them.
             await self._observe(cfg, claimers, records, live_after)
-        report.status_writes = await self._write_statuses(records, outcomes, prune=touched is None)
+        report.status_writes = await self._write_statuses(
+            records, outcomes, prune=touched is None, announced=changed_uids
+        )
         await self._write_cluster_status(Reason.APPLIED, f"connected; {len(brokers)} broker(s)", len(brokers))
         self._resolve_release_waiters(every, ledger, claims.holders)
-        self._remember(records, claimers, outcomes, full=touched is None)
+        self._remember(records, claimers + refused_recs, outcomes, full=touched is None)
         self.passes += 1
         metrics.PASSES.labels(self.name, "ok").inc()
         if touched is not None:
@@ -763,7 +798,11 @@ class ClusterReconciler:
     # -- status, events, waiters ---------------------------------------------------
 
     async def _write_statuses(
-        self, records: list[ResourceRecord], outcomes: Mapping[str, Outcome], prune: bool = True
+        self,
+        records: list[ResourceRecord],
+        outcomes: Mapping[str, Outcome],
+        prune: bool = True,
+        announced: set[str] | frozenset[str] = frozenset(),
     ) -> int:
         now = _now()
         writes = []
@@ -788,9 +827,11 @@ class ClusterReconciler:
             if not needs_write(prev, new):
                 self._rendered[rec.ref.uid] = memo
                 continue
-            writes.append((rec, new, memo[1]))
+            writes.append((rec, new, merge_patch(prev, new), memo[1]))
             old_ready = next((c for c in (prev or {}).get("conditions") or [] if c.get("type") == "Ready"), None)
-            if old_ready is None or old_ready.get("reason") != outcome.reason.value:
+            if (old_ready is None or old_ready.get("reason") != outcome.reason.value) and not (
+                outcome.reason is Reason.APPLIED and rec.ref.uid in announced
+            ):
                 events.append((rec, outcome))
             flips.extend((rec, c) for c in _flipped_true(prev, new, ("Throttled", "OverBudget")))
         if prune:
@@ -803,12 +844,12 @@ class ClusterReconciler:
         if not writes:
             return 0
 
-        async def write(rec: ResourceRecord, status: dict[str, Any], outcome: Outcome) -> None:
-            if await self.kube.patch_status(rec.object_ref, status):
+        async def write(rec: ResourceRecord, status: dict[str, Any], patch: dict[str, Any], outcome: Outcome) -> None:
+            if await self.kube.patch_status(rec.object_ref, patch):
                 self._written[rec.ref.uid] = status
                 self._rendered[rec.ref.uid] = (rec.generation, outcome)
 
-        results = await gather_limited([write(r, s, o) for r, s, o in writes], self.settings.status_concurrency)
+        results = await gather_limited([write(r, s, p, o) for r, s, p, o in writes], self.settings.status_concurrency)
         errors = [r for r in results if isinstance(r, BaseException)]
         for err in errors[:3]:
             log.warning("cluster %s: status write failed: %s", self.name, err)
@@ -824,10 +865,107 @@ class ClusterReconciler:
 
     async def _event_for(self, rec: ResourceRecord, outcome: Outcome) -> None:
         if outcome.reason is Reason.APPLIED:
-            values = ", ".join(f"{k}={v:g}" for k, v in sorted(outcome.applied.items()))
+            values = ", ".join(f"{k}={value_text(v)}" for k, v in sorted(outcome.applied.items()))
             await self.kube.event(rec.object_ref, "Normal", "Applied", f"{rec.display}: {values}")
+        elif outcome.reason is Reason.MONITORING:
+            # Monitor is a mode the user chose, not a problem.
+            await self.kube.event(rec.object_ref, "Normal", outcome.reason.value, outcome.message)
         elif outcome.reason is not Reason.PENDING:
             await self.kube.event(rec.object_ref, "Warning", outcome.reason.value, outcome.message)
+
+    def _kept_text(self, rec: ResourceRecord, kept: Mapping[Entity, Mapping[QuotaKey, float]]) -> str:
+        """The keys a refused resource keeps on the brokers, as text ('' when none)."""
+        entities = {e for e, _ in rec.entries} or self._entities_by_uid.get(rec.ref.uid, frozenset())
+        wanted = {e: set(v) for e, v in rec.entries}
+        parts = [
+            f"{key.value}={value_text(value)} on {entity.path()}"
+            for entity in sorted(entities & kept.keys(), key=Entity.sort_key)
+            for key, value in sorted(kept[entity].items())
+            if entity not in wanted or key in wanted[entity]
+        ]
+        return ", ".join(parts)
+
+    async def _change_events(
+        self,
+        done: list[EntityChange],
+        live: Mapping[Entity, Mapping[QuotaKey, float]],
+        owned_before: Mapping[Entity, Mapping[QuotaKey, float]],
+        holders: Mapping[tuple[Entity, QuotaKey], ResourceRef],
+        records: list[ResourceRecord],
+        drifted: list[Drift],
+        cfg: ClusterConfig,
+    ) -> set[str]:
+        """An event for every key this pass set or removed on the brokers, with exact values.
+
+        A set key goes to the resource that holds it (``Applied``, old and new
+        value); a removed key to the resource whose deletion or edit caused it,
+        else to the KafkaCluster (``QuotaRemoved``, with the cause). Drift
+        corrections have their own event. Returns the uids that got an Applied
+        event, so the status-change event does not repeat it.
+        """
+        by_ref = {r.ref: r for r in records}
+        drift = {(d.entity, d.key) for d in drifted}
+        applied: dict[str, tuple[ResourceRecord, list[str]]] = {}
+        removed: dict[tuple[str, str], tuple[ResourceRecord | None, bool, list[str]]] = {}
+        coros = []
+        for change in done:
+            have = live.get(change.entity, {})
+            for op in change.ops:
+                old = have.get(op.key)
+                if op.value is not None:
+                    holder = holders.get((change.entity, op.key))
+                    rec = by_ref.get(holder) if holder is not None else None
+                    if rec is None or (change.entity, op.key) in drift:
+                        continue
+                    was = "unset" if old is None else value_text(old)
+                    applied.setdefault(rec.ref.uid, (rec, []))[1].append(
+                        f"{op.key.value}={value_text(op.value)} on {change.entity.path()} (was {was})"
+                    )
+                    continue
+                cause_rec, cause, warn = self._removal_cause(change.entity, op.key, records, owned_before, cfg)
+                text = f"{op.key.value} on {change.entity.path()} (was {'unset' if old is None else value_text(old)})"
+                log.info("cluster %s: removed %s from the brokers: %s", self.name, text, cause)
+                metrics.REMOVED.labels(self.name).inc()
+                group = (cause_rec.ref.uid if cause_rec is not None else "", cause)
+                removed.setdefault(group, (cause_rec, warn, []))[2].append(text)
+        for (_, cause), (cause_rec, warn, texts) in removed.items():
+            # One event per resource and cause, naming every key: a deleted resource's
+            # three keys are one event, not three.
+            target = cause_rec.object_ref if cause_rec is not None else self._cluster_ref()
+            if target is not None:
+                message = f"removed from the brokers: {', '.join(texts)}: {cause}"
+                coros.append(self.kube.event(target, "Warning" if warn else "Normal", "QuotaRemoved", message))
+        for rec, texts in applied.values():
+            coros.append(self.kube.event(rec.object_ref, "Normal", "Applied", "set " + ", ".join(texts)))
+        await gather_limited(coros, self.settings.status_concurrency)
+        return set(applied)
+
+    def _removal_cause(
+        self,
+        entity: Entity,
+        key: QuotaKey,
+        records: list[ResourceRecord],
+        owned_before: Mapping[Entity, Mapping[QuotaKey, float]],
+        cfg: ClusterConfig,
+    ) -> tuple[ResourceRecord | None, str, bool]:
+        """Which resource a removal comes from, why, and whether it deserves a Warning."""
+        for rec in records:
+            if rec.deleting and any(e == entity and key in v for e, v in rec.entries):
+                return rec, f"{rec.ref} is being deleted", False
+        for rec in records:
+            if not rec.deleting and rec.error is None and entity in self._entities_by_uid.get(rec.ref.uid, ()):
+                return rec, f"{rec.ref} no longer sets it", False
+        if key not in owned_before.get(entity, {}):
+            return None, f"KafkaCluster {self.name} has unmanaged.policy Adopt and no resource sets it", True
+        return None, "kquota set it and no resource sets it any more (its resource was deleted or moved)", True
+
+    def _cluster_ref(self) -> ObjectRef | None:
+        if self._cluster_object is None:
+            return None
+        meta = self._cluster_object().get("metadata") or {}
+        return ObjectRef(
+            "KafkaCluster", "kafkaclusters", None, str(meta.get("name", self.name)), str(meta.get("uid", ""))
+        )
 
     async def _drift_events(
         self,
@@ -839,23 +977,24 @@ class ClusterReconciler:
         coros = []
         for d in drifted:
             log.info(
-                "cluster %s: drift on %s %s: live %s, restoring %g",
+                "cluster %s: drift on %s %s: live %s, restoring %s",
                 self.name,
                 d.entity,
                 d.key.value,
                 d.live,
-                d.expected,
+                value_text(d.expected),
             )
             ref = holders.get((d.entity, d.key))
             rec = by_ref.get(ref) if ref is not None else None
             if rec is not None:
-                live = "unset" if d.live is None else f"{d.live:g}"
+                live = "unset" if d.live is None else value_text(d.live)
                 coros.append(
                     self.kube.event(
                         rec.object_ref,
                         "Normal",
                         "DriftCorrected",
-                        f"{d.key.value} on {d.entity.path()} was {live} on the brokers; restored to {d.expected:g}",
+                        f"{d.key.value} on {d.entity.path()} was {live} on the brokers; "
+                        f"restored to {value_text(d.expected)}",
                     )
                 )
         await gather_limited(coros, self.settings.status_concurrency)
@@ -909,7 +1048,7 @@ class ClusterReconciler:
             "KafkaCluster", "kafkaclusters", None, str(meta.get("name", self.name)), str(meta.get("uid", ""))
         )
         try:
-            if await self.kube.patch_status(ref, new):
+            if await self.kube.patch_status(ref, merge_patch(prev, new)):
                 self._cluster_written = new
         except Exception as exc:  # noqa: BLE001 - the cluster's own status must not stop quota work
             log.warning("cluster %s: could not write KafkaCluster status: %s", self.name, exc)
@@ -922,11 +1061,17 @@ class ClusterReconciler:
         full: bool,
     ) -> None:
         """Keep what the next narrow pass needs (entities per resource) and the per-reason gauge."""
+        before = self._entities_by_uid
         if full:
-            self._entities_by_uid.clear()
+            self._entities_by_uid = {}
             self._reasons.clear()
         for rec in claimers:
-            self._entities_by_uid[rec.ref.uid] = frozenset(e for e, _ in rec.entries)
+            if rec.error is not None:
+                # An invalid spec names nothing: remember what it named when it was
+                # valid, so its keys stay kept (and a narrow pass still covers them).
+                self._entities_by_uid[rec.ref.uid] = before.get(rec.ref.uid, frozenset())
+            else:
+                self._entities_by_uid[rec.ref.uid] = frozenset(e for e, _ in rec.entries)
         for rec in records:
             out = outcomes.get(rec.ref.uid)
             if out is not None:

@@ -34,3 +34,8 @@ ERRORS = Counter("kquota_errors_total", "Errors by reason.", ["cluster", "reason
 RESOURCES = Gauge("kquota_managed_resources", "Quota resources per cluster and Ready reason.", ["cluster", "reason"])
 STATUS_WRITES = Counter("kquota_status_writes_total", "Status patches sent.", ["cluster"])
 OWNED_KEYS = Gauge("kquota_owned_quota_keys", "Quota keys recorded in the ownership ledger.", ["cluster"])
+REMOVED = Counter(
+    "kquota_quota_keys_removed_total",
+    "Quota keys removed from the brokers (each also an event naming the key and the cause).",
+    ["cluster"],
+)

@@ -1,0 +1,122 @@
+"""Status for the quota resources no reconciler covers: their KafkaCluster does not exist.
+
+A resource's status is written by its cluster's reconciler, and a reconciler
+runs only while its KafkaCluster exists. Without this module a ``clusterRef``
+to a missing KafkaCluster (a typo, a default cluster that was never created,
+a KafkaCluster deleted later) would get no status at all, which GitOps tools
+read as healthy. Here every such resource gets ``Ready=False`` with reason
+``ClusterNotFound`` and ``Stalled=True`` (kstatus: Failed; Argo CD: Degraded),
+plus one Warning event, once the situation has lasted ``settle`` seconds (so
+the operator's start-up listing, which may index quota resources before the
+KafkaClusters, never produces a false report). A stale status from before
+the KafkaCluster went away (Applied, KafkaUnavailable) is rewritten the same
+way. When the KafkaCluster appears, its reconciler's first pass takes over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import time
+from collections.abc import Mapping, MutableMapping, Set
+
+from kquota.domain.status import Outcome, Reason, merge_patch, needs_write, render_status
+from kquota.k8s.api import Kube
+from kquota.reconcile.records import ResourceRecord
+from kquota.reconcile.settings import OperatorSettings
+
+log = logging.getLogger(__name__)
+
+#: Seconds a resource must stay without its KafkaCluster before it is reported.
+SETTLE_SECONDS = 5.0
+#: Seconds between two looks at the resources.
+INTERVAL_SECONDS = 2.0
+
+
+def orphan_outcome(rec: ResourceRecord, default_cluster: str) -> Outcome:
+    """What the status of a resource whose KafkaCluster does not exist says."""
+    which = (
+        f"the operator's default cluster {rec.cluster!r} (operator.defaultCluster; this resource has no clusterRef)"
+        if rec.cluster == default_cluster
+        else f"KafkaCluster {rec.cluster!r}"
+    )
+    message = f"{which} does not exist: nothing is applied until it is created or spec.clusterRef names another"
+    applied = (rec.status.get("applied") or {}).get("values") or {}
+    if applied and (rec.status.get("applied") or {}).get("cluster") == rec.cluster:
+        message += "; quotas it applied before stay on the brokers as they are"
+    return Outcome(Reason.CLUSTER_NOT_FOUND, message, dict(applied), False)
+
+
+class OrphanReporter:
+    """Writes ClusterNotFound on resources whose KafkaCluster is missing, in the background."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        settings: OperatorSettings,
+        records: MutableMapping[str, ResourceRecord],
+        clusters: Set[str],
+        settle: float = SETTLE_SECONDS,
+    ) -> None:
+        self.kube = kube
+        self.settings = settings
+        self.records = records
+        self.clusters = clusters
+        self.settle = settle
+        self._since: dict[str, float] = {}
+        #: uid -> (generation, cluster) whose ClusterNotFound status is written.
+        self._reported: dict[str, tuple[int, str]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="kquota-orphans")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.check()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.warning("reporting resources without a KafkaCluster failed", exc_info=True)
+            await asyncio.sleep(INTERVAL_SECONDS)
+
+    async def check(self, now: float | None = None) -> int:
+        """One look: write the statuses that are due; returns how many were written."""
+        now = time.monotonic() if now is None else now
+        due: list[ResourceRecord] = []
+        for uid, rec in list(self.records.items()):
+            if rec.deleting or rec.cluster in self.clusters:
+                self._since.pop(uid, None)
+                self._reported.pop(uid, None)
+                continue
+            since = self._since.setdefault(uid, now)
+            if now - since >= self.settle and self._reported.get(uid) != (rec.generation, rec.cluster):
+                due.append(rec)
+        written = 0
+        for rec in due:
+            written += await self._report(rec)
+        return written
+
+    async def _report(self, rec: ResourceRecord) -> int:
+        outcome = orphan_outcome(rec, self.settings.default_cluster)
+        stamp = dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+        prev: Mapping[str, object] = rec.status
+        new = render_status(prev, rec.generation, outcome, rec.display, rec.cluster, stamp)
+        self._reported[rec.ref.uid] = (rec.generation, rec.cluster)
+        if not needs_write(prev, new):
+            return 0
+        if not await self.kube.patch_status(rec.object_ref, merge_patch(prev, new)):
+            # Deleted meanwhile.
+            self.records.pop(rec.ref.uid, None)
+            self._since.pop(rec.ref.uid, None)
+            return 0
+        log.warning("%s %s/%s: %s", rec.ref.kind, rec.ref.namespace, rec.ref.name, outcome.message)
+        await self.kube.event(rec.object_ref, "Warning", Reason.CLUSTER_NOT_FOUND.value, outcome.message)
+        return 1

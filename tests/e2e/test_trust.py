@@ -1,0 +1,188 @@
+"""Never silently wrong (issue 19), on the real API server and broker.
+
+Each test is one finding of the issue: a resource whose KafkaCluster does not
+exist has a status GitOps tools read as failed; a key that leaves a spec
+leaves ``status.applied`` too; a key removed from the brokers is an event that
+names it, its old value and why; a resource refused by a new tenancy grant
+keeps its clients' quotas instead of un-throttling them; events carry exact
+integers.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+from harness.operator_proc import apply, client_quota, condition, get, kafka_cluster_manifest, wait_for
+from harness.stack import Stack
+
+from kquota.domain.entities import Entity
+from tests.support.quotas import P, R
+from tests.unit.test_argocd_health import kstatus
+
+pytestmark = pytest.mark.e2e
+
+
+def uniq(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def ready(stack: Stack, ns: str, name: str) -> dict[str, Any]:
+    return condition(get(stack.kube, "clientquota", ns, name))
+
+
+def wait_reason(stack: Stack, ns: str, name: str, reason: str, timeout: float = 30) -> dict[str, Any]:
+    def current() -> dict[str, Any] | None:
+        obj = get(stack.kube, "clientquota", ns, name)
+        cond = condition(obj)
+        if (
+            obj
+            and cond.get("reason") == reason
+            and obj["status"].get("observedGeneration") == obj["metadata"].get("generation")
+        ):
+            return obj
+        return None
+
+    found: dict[str, Any] = wait_for(
+        current,
+        timeout,
+        f"clientquota {ns}/{name} reason {reason}",
+        on_timeout=lambda: json.dumps(get(stack.kube, "clientquota", ns, name)) + "\n" + stack.operator.log(),
+    )
+    return found
+
+
+def events(stack: Stack, ns: str, reason: str, name: str | None = None) -> list[dict[str, Any]]:
+    items = json.loads(stack.kube.kubectl("get", "events", "-n", ns, "-o", "json").stdout)["items"]
+    return [
+        e
+        for e in items
+        if e.get("reason") == reason and (name is None or e.get("involvedObject", {}).get("name") == name)
+    ]
+
+
+def wait_event(stack: Stack, ns: str, reason: str, name: str | None = None, contains: str = "") -> dict[str, Any]:
+    def found() -> dict[str, Any] | None:
+        return next((e for e in events(stack, ns, reason, name) if contains in e.get("message", "")), None)
+
+    event: dict[str, Any] = wait_for(
+        found,
+        30,
+        f"a {reason} event containing {contains!r}",
+        on_timeout=lambda: stack.kube.kubectl("get", "events", "-n", ns).stdout,
+    )
+    return event
+
+
+def test_a_cluster_ref_to_a_missing_kafkacluster_is_failed_until_it_exists_and_again_after_it_is_deleted(
+    stack: Stack,
+) -> None:
+    ns, name, cluster, user = stack.new_namespace(), uniq("cq"), uniq("missing"), uniq("orphan")
+    entity = Entity.for_user(user)
+    apply(stack.kube, client_quota(ns, name, {"user": {"name": user}}, {"producerByteRate": 4096}, cluster=cluster))
+    obj = wait_reason(stack, ns, name, "ClusterNotFound")
+    cond = condition(obj)
+    assert cond["status"] == "False" and f"KafkaCluster {cluster!r} does not exist" in cond["message"]
+    assert condition(obj, "Stalled").get("status") == "True"
+    # What Flux's wait sees (the real kstatus library): not Current, so a Kustomization never goes green.
+    assert kstatus([obj]) == ["Failed"]
+    wait_event(stack, ns, "ClusterNotFound", name)
+    assert entity not in stack.broker_quotas()
+
+    # The KafkaCluster arrives: the quota is applied.
+    stack.kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest(cluster, stack.kafka.bootstrap))
+    wait_reason(stack, ns, name, "Applied")
+    assert stack.broker_quotas()[entity] == {P: 4096.0}
+
+    # It is deleted: the stale Applied status is rewritten, and says the key stays on the brokers.
+    stack.kube.kubectl("delete", "kafkacluster", cluster, "--timeout=30s")
+    obj = wait_reason(stack, ns, name, "ClusterNotFound")
+    assert "stay on the brokers" in condition(obj)["message"]
+    assert stack.broker_quotas()[entity] == {P: 4096.0}
+
+
+def test_a_resource_without_cluster_ref_says_when_the_default_cluster_is_missing(stack: Stack) -> None:
+    # The module's operator has a default cluster; a resource naming nothing goes there. Here
+    # the default is checked by name: the status must name the setting a user would change.
+    ns, name = stack.new_namespace(), uniq("cq")
+    apply(stack.kube, client_quota(ns, name, {"user": {"name": uniq("u")}}, {"producerByteRate": 1024}))
+    wait_reason(stack, ns, name, "Applied")
+    stack.kube.kubectl("delete", "kafkacluster", stack.cluster, "--timeout=30s")
+    try:
+        obj = wait_reason(stack, ns, name, "ClusterNotFound")
+        assert "operator.defaultCluster" in condition(obj)["message"]
+    finally:
+        stack.kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest(stack.cluster, stack.kafka.bootstrap))
+    wait_reason(stack, ns, name, "Applied")
+
+
+def test_a_key_removed_from_the_spec_leaves_status_and_broker_and_is_an_event(stack: Stack) -> None:
+    ns, name, user = stack.new_namespace(), uniq("cq"), uniq("trim")
+    entity = Entity.for_user(user)
+    apply(
+        stack.kube,
+        client_quota(ns, name, {"user": {"name": user}}, {"producerByteRate": "20Mi", "requestPercentage": 50}),
+    )
+    obj = wait_reason(stack, ns, name, "Applied")
+    assert obj["status"]["applied"]["values"] == {"producer_byte_rate": 20971520, "request_percentage": 50}
+    applied = wait_event(stack, ns, "Applied", name)
+    assert "producer_byte_rate=20971520" in applied["message"], "values are exact integers, never 2.09715e+07"
+
+    apply(stack.kube, client_quota(ns, name, {"user": {"name": user}}, {"producerByteRate": "20Mi"}))
+    wait_for(lambda: stack.broker_quotas().get(entity) == {P: 20971520.0}, 30, "request_percentage removed")
+
+    def applied_values() -> dict[str, Any] | None:
+        found = get(stack.kube, "clientquota", ns, name)
+        values: dict[str, Any] = ((found or {}).get("status") or {}).get("applied", {}).get("values", {})
+        return values if "request_percentage" not in values else None
+
+    assert wait_for(applied_values, 30, "status.applied.values without request_percentage") == {
+        "producer_byte_rate": 20971520
+    }
+    removed = wait_event(stack, ns, "QuotaRemoved", name, "request_percentage")
+    assert f"request_percentage on users/{user} (was 50)" in removed["message"]
+    assert "no longer sets it" in removed["message"]
+
+    stack.kube.kubectl("delete", "clientquota", name, "-n", ns, "--timeout=30s")
+    assert entity not in stack.broker_quotas()
+    removed = wait_event(stack, ns, "QuotaRemoved", name, "being deleted")
+    assert f"producer_byte_rate on users/{user} (was 20971520)" in removed["message"]
+
+
+def test_turning_on_tenancy_with_an_incomplete_grant_keeps_live_quotas_and_says_so(stack: Stack) -> None:
+    ns, cluster = stack.new_namespace(), uniq("tenancy")
+    stack.kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest(cluster, stack.kafka.bootstrap))
+    try:
+        granted, ungranted = uniq("team-app"), uniq("legacy")
+        apply(
+            stack.kube,
+            client_quota(ns, "granted", {"user": {"name": granted}}, {"producerByteRate": 2048}, cluster=cluster),
+            client_quota(ns, "ungranted", {"user": {"name": ungranted}}, {"producerByteRate": "21Mi"}, cluster=cluster),
+            client_quota(ns, "conn", {"ip": {"name": "10.9.8.7"}}, {"connectionCreationRate": 50}, cluster=cluster),
+        )
+        for name in ("granted", "ungranted", "conn"):
+            wait_reason(stack, ns, name, "Applied")
+
+        # Tenancy on, with a grant that covers only team-* users (no IPs, not legacy).
+        tenancy = {"tenancy": {"grants": [{"namespaces": [ns], "users": ["team-*"]}]}}
+        stack.kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest(cluster, stack.kafka.bootstrap, tenancy))
+        for name, what in (("ungranted", f"producer_byte_rate=22020096 on users/{ungranted}"), ("conn", "")):
+            obj = wait_reason(stack, ns, name, "NotPermitted")
+            message = condition(obj)["message"]
+            assert "stay on the brokers as they are" in message and what in message, message
+        live = stack.broker_quotas()
+        assert live[Entity.for_user(ungranted)] == {P: 22020096.0}, "a refused resource must not un-throttle"
+        assert live[Entity.for_ip("10.9.8.7")].get(R) is None
+        assert live[Entity.for_ip("10.9.8.7")] != {}, "the connection rate stays as it was"
+        assert not events(stack, ns, "QuotaRemoved")
+        wait_reason(stack, ns, "granted", "Applied")
+
+        # Deleting the refused resource is what removes its key, with an event saying so.
+        stack.kube.kubectl("delete", "clientquota", "ungranted", "-n", ns, "--timeout=30s")
+        wait_for(lambda: Entity.for_user(ungranted) not in stack.broker_quotas(), 30, "key removed on delete")
+        wait_event(stack, ns, "QuotaRemoved", "ungranted", "(was 22020096)")
+    finally:
+        stack.kube.kubectl("delete", "clientquota", "--all", "-n", ns, "--timeout=30s", check=False)
+        stack.kube.kubectl("delete", "kafkacluster", cluster, "--timeout=30s", check=False)

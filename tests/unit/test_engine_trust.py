@@ -1,0 +1,211 @@
+"""Never silently wrong, at the level of one pass: removals are events, refusals keep keys, statuses are exact.
+
+In-memory broker and API server stand-ins (from test_engine_passes); the same
+behaviours are checked on the real broker and API server in tests/e2e/test_trust.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from kquota.domain.entities import Entity
+from kquota.domain.plan import UnmanagedPolicy
+from kquota.domain.status import Reason
+from kquota.domain.tenancy import Grant
+from kquota.kafka.quotas import ConnectionSettings
+from kquota.reconcile.build import record_from_body
+from kquota.reconcile.records import ClusterConfig, ResourceRecord
+from tests.support.quotas import C, P
+from tests.unit.test_engine_passes import Broker, Kube, engine, reason
+
+ALICE = Entity.for_user("alice")
+
+
+def client_quota(
+    name: str, user: str, generation: int = 1, deleting: bool = False, **quota_spec: Any
+) -> ResourceRecord:
+    body = {
+        "apiVersion": "kquota.io/v1alpha1",
+        "kind": "ClientQuota",
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "uid": name,
+            "generation": generation,
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+            **({"deletionTimestamp": "2026-01-02T00:00:00Z"} if deleting else {}),
+        },
+        "spec": {"entity": {"user": {"name": user}}, "quota": quota_spec},
+    }
+    return record_from_body("ClientQuota", body, "c")
+
+
+def config(**kw: Any) -> ClusterConfig:
+    return ClusterConfig("c", ConnectionSettings(bootstrap_servers="unused:9092"), **kw)
+
+
+def events(kube: Kube, reason_: str) -> list[tuple[str, str, str, str]]:
+    return [e for e in kube.events if e[2] == reason_]
+
+
+def test_a_key_removed_from_the_spec_leaves_status_applied_values() -> None:
+    async def run() -> None:
+        broker, kube = Broker(), Kube()
+        records = [client_quota("q", "alice", producerByteRate=20971520, requestPercentage=50)]
+        eng = engine(records, broker, kube)
+        await eng.reconcile_once()
+        assert kube.statuses["q"]["applied"]["values"] == {"producer_byte_rate": 20971520.0, "request_percentage": 50}
+        records[0] = client_quota("q", "alice", generation=2, producerByteRate=20971520)
+        await eng.reconcile_once()
+        assert broker.live[ALICE] == {P: 20971520.0}
+        # A merge patch keeps keys it does not name: the removed key must be sent as null.
+        assert kube.statuses["q"]["applied"]["values"] == {"producer_byte_rate": 20971520.0}
+
+    asyncio.run(run())
+
+
+def test_a_removed_key_is_an_event_naming_key_old_value_and_cause() -> None:
+    async def run() -> None:
+        broker, kube = Broker(), Kube()
+        records = [client_quota("q", "alice", producerByteRate=20971520, consumerByteRate=1048576)]
+        eng = engine(records, broker, kube)
+        await eng.reconcile_once()
+        records[0] = client_quota("q", "alice", generation=2, producerByteRate=20971520)
+        await eng.reconcile_once()
+        (removed,) = events(kube, "QuotaRemoved")
+        assert removed[:2] == ("q", "Normal")
+        assert "consumer_byte_rate on users/alice (was 1048576)" in removed[3]
+        assert "ClientQuota ns/q no longer sets it" in removed[3]
+
+    asyncio.run(run())
+
+
+def test_a_deleted_resource_s_keys_are_one_event_on_that_resource() -> None:
+    async def run() -> None:
+        broker, kube = Broker(), Kube()
+        records = [client_quota("q", "alice", producerByteRate=20971520, consumerByteRate=1048576)]
+        eng = engine(records, broker, kube)
+        await eng.reconcile_once()
+        records[0] = client_quota("q", "alice", deleting=True, producerByteRate=20971520, consumerByteRate=1048576)
+        await eng.reconcile_once()
+        assert ALICE not in broker.live
+        (removed,) = events(kube, "QuotaRemoved")
+        assert removed[0] == "q"
+        assert "producer_byte_rate on users/alice (was 20971520)" in removed[3]
+        assert "consumer_byte_rate on users/alice (was 1048576)" in removed[3]
+        assert "is being deleted" in removed[3]
+
+    asyncio.run(run())
+
+
+def test_a_key_no_resource_claims_any_more_is_a_warning_on_the_kafkacluster() -> None:
+    async def run() -> None:
+        broker, kube = Broker(), Kube()
+        records = [client_quota("q", "alice", producerByteRate=1000)]
+        eng = engine(records, broker, kube)
+        await eng.reconcile_once()
+        records.clear()  # gone without being seen deleting (e.g. removed while the operator was down)
+        await eng.reconcile_once()
+        (removed,) = events(kube, "QuotaRemoved")
+        assert removed[:2] == ("c", "Warning")
+        assert "producer_byte_rate on users/alice (was 1000)" in removed[3]
+        assert "no resource sets it any more" in removed[3]
+
+    asyncio.run(run())
+
+
+def test_adopt_removes_hand_set_keys_and_says_so_on_the_kafkacluster() -> None:
+    async def run() -> None:
+        broker, kube = Broker(), Kube()
+        broker.live[Entity.for_user("bob")] = {C: 2097152.0}
+        eng = engine([], broker, kube, config(policy=UnmanagedPolicy.ADOPT))
+        await eng.reconcile_once()
+        assert Entity.for_user("bob") not in broker.live
+        (removed,) = events(kube, "QuotaRemoved")
+        assert removed[:2] == ("c", "Warning")
+        assert "consumer_byte_rate on users/bob (was 2097152)" in removed[3]
+        assert "unmanaged.policy Adopt" in removed[3]
+
+    asyncio.run(run())
+
+
+def test_a_resource_outside_a_new_tenancy_grant_keeps_its_keys_and_says_so() -> None:
+    async def run() -> None:
+        broker, kube = Broker(), Kube()
+        records = [client_quota("q", "alice", producerByteRate=22020096)]
+        eng = engine(records, broker, kube)
+        await eng.reconcile_once()
+        assert broker.live[ALICE] == {P: 22020096.0}
+        # Tenancy switched on with a grant that does not cover alice.
+        cfg = config(grants=(Grant(frozenset({"ns"}), users=("team-*",)),))
+        eng._cluster = _returning(cfg)
+        await eng.reconcile_once()
+        assert broker.live[ALICE] == {P: 22020096.0}, "refusing a resource must not un-throttle its clients"
+        assert reason(kube, "q") == Reason.NOT_PERMITTED.value
+        ready = next(c for c in kube.statuses["q"]["conditions"] if c["type"] == "Ready")
+        assert "producer_byte_rate=22020096 on users/alice stay on the brokers as they are" in ready["message"]
+        assert not events(kube, "QuotaRemoved")
+        # Deleting it is what removes the key.
+        records.clear()
+        await eng.reconcile_once()
+        assert ALICE not in broker.live
+        assert len(events(kube, "QuotaRemoved")) == 1
+
+    asyncio.run(run())
+
+
+def test_a_resource_whose_spec_becomes_invalid_keeps_its_keys() -> None:
+    async def run() -> None:
+        broker, kube = Broker(), Kube()
+        records = [client_quota("q", "alice", producerByteRate=1000)]
+        eng = engine(records, broker, kube)
+        await eng.reconcile_once()
+        records[0] = client_quota("q", "alice", generation=2, producerByteRate=-1)
+        assert records[0].error is not None
+        for _ in range(2):  # a full pass forgets what claimers named; the refused one is remembered
+            await eng.reconcile_once()
+        assert broker.live[ALICE] == {P: 1000.0}
+        assert reason(kube, "q") == Reason.INVALID_SPEC.value
+        assert not events(kube, "QuotaRemoved")
+
+    asyncio.run(run())
+
+
+def test_an_edit_that_changes_the_broker_is_an_event_with_exact_values() -> None:
+    async def run() -> None:
+        broker, kube = Broker(), Kube()
+        records = [client_quota("q", "alice", producerByteRate=20971520)]
+        eng = engine(records, broker, kube)
+        await eng.reconcile_once()
+        assert [e[3] for e in events(kube, "Applied")] == ["set producer_byte_rate=20971520 on users/alice (was unset)"]
+        records[0] = client_quota("q", "alice", generation=2, producerByteRate=31457280, requestPercentage=12.5)
+        await eng.reconcile_once()
+        last = events(kube, "Applied")[-1]
+        assert last[:2] == ("q", "Normal")
+        assert "producer_byte_rate=31457280 on users/alice (was 20971520)" in last[3]
+        assert "request_percentage=12.5 on users/alice (was unset)" in last[3]
+        assert len(events(kube, "Applied")) == 2, "the Ready transition must not repeat the change event"
+        assert not any("e+" in e[3] for e in kube.events), "values are exact, never %g-rounded"
+
+    asyncio.run(run())
+
+
+def test_drift_events_carry_exact_integers() -> None:
+    async def run() -> None:
+        broker, kube = Broker(), Kube()
+        eng = engine([client_quota("q", "alice", producerByteRate=20971520)], broker, kube)
+        await eng.reconcile_once()
+        broker.live[ALICE] = {P: 10485760.0}
+        await eng.reconcile_once()
+        (drift,) = events(kube, "DriftCorrected")
+        assert drift[3] == "producer_byte_rate on users/alice was 10485760 on the brokers; restored to 20971520"
+
+    asyncio.run(run())
+
+
+def _returning(cfg: ClusterConfig) -> Any:
+    async def get() -> ClusterConfig:
+        return cfg
+
+    return get
