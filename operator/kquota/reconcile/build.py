@@ -167,16 +167,45 @@ async def cluster_config(body: Mapping[str, Any], kube: Kube, settings: Operator
             key = await kube.secret_value(client.namespace, client.name, client.key_key)
             conn["ssl_certfile"] = _tls_file(cert, name, "cert")
             conn["ssl_keyfile"] = _tls_file(key, name, "key")
-    protected_users = set(settings.protected_users) | set(spec.protected_users or [])
     # The operator's own principal: its SASL user, else (mutual TLS) its certificate's subject
     # as the brokers name it under the default mapping rules.
+    own: set[str] = set()
     if conn.get("sasl_username"):
-        protected_users.add(conn["sasl_username"])
+        own.add(conn["sasl_username"])
     elif "ssl_certfile" in conn:
         try:
-            protected_users.add(subject_principal(cert))
+            own.add(subject_principal(cert))
         except CertificateError as exc:
             log.warning("KafkaCluster %s: cannot read the client certificate's subject (%s)", name, exc)
+    grants, protection, policy = cluster_policy(cluster, settings, frozenset(own))
+    metrics = None
+    if spec.metrics and (spec.metrics.prometheus_url or spec.metrics.broker_endpoints):
+        metrics = MetricsConfig(
+            prometheus_url=str(spec.metrics.prometheus_url) if spec.metrics.prometheus_url else None,
+            broker_endpoints=tuple(str(u) for u in spec.metrics.broker_endpoints or ()),
+            window_seconds=duration_seconds(spec.metrics.window),
+            near_limit_percent=spec.metrics.near_limit_percent,
+        )
+    return ClusterConfig(
+        metrics=metrics,
+        name=cluster.metadata.name or "",
+        connection=ConnectionSettings(**conn),
+        grants=grants,
+        protection=protection,
+        policy=policy,
+        principals=frozenset(own),
+    )
+
+
+def cluster_policy(
+    cluster: KafkaCluster, settings: OperatorSettings, own_principals: frozenset[str] = frozenset()
+) -> tuple[tuple[Grant, ...] | None, Protection, UnmanagedPolicy]:
+    """What a KafkaCluster's spec decides about ownership: tenancy grants, protection, unmanaged policy.
+
+    Pure, and shared by the operator and ``kquota plan -f`` (which lays a
+    KafkaCluster from the manifests over the live one), so both decide alike.
+    """
+    spec = cluster.spec
     grants = (
         None
         if spec.tenancy is None
@@ -191,26 +220,12 @@ async def cluster_config(body: Mapping[str, Any], kube: Kube, settings: Operator
             for g in spec.tenancy.grants or []
         )
     )
-    policy = UnmanagedPolicy(spec.unmanaged.policy) if spec.unmanaged else UnmanagedPolicy.IGNORE
-    metrics = None
-    if spec.metrics and (spec.metrics.prometheus_url or spec.metrics.broker_endpoints):
-        metrics = MetricsConfig(
-            prometheus_url=str(spec.metrics.prometheus_url) if spec.metrics.prometheus_url else None,
-            broker_endpoints=tuple(str(u) for u in spec.metrics.broker_endpoints or ()),
-            window_seconds=duration_seconds(spec.metrics.window),
-            near_limit_percent=spec.metrics.near_limit_percent,
-        )
-    return ClusterConfig(
-        metrics=metrics,
-        name=cluster.metadata.name or "",
-        connection=ConnectionSettings(**conn),
-        grants=grants,
-        protection=Protection(
-            frozenset(protected_users),
-            frozenset(settings.protected_client_ids) | frozenset(spec.protected_client_ids or []),
-        ),
-        policy=policy,
+    protection = Protection(
+        frozenset(settings.protected_users) | frozenset(spec.protected_users or []) | own_principals,
+        frozenset(settings.protected_client_ids) | frozenset(spec.protected_client_ids or []),
     )
+    policy = UnmanagedPolicy(spec.unmanaged.policy) if spec.unmanaged else UnmanagedPolicy.IGNORE
+    return grants, protection, policy
 
 
-__all__ = ["QUOTA_KINDS", "SecretNotFound", "cluster_config", "record_from_body"]
+__all__ = ["QUOTA_KINDS", "SecretNotFound", "cluster_config", "cluster_policy", "record_from_body"]

@@ -61,3 +61,5 @@ class ClusterConfig:
     protection: Protection = field(default_factory=Protection)
     policy: UnmanagedPolicy = UnmanagedPolicy.IGNORE
     metrics: MetricsConfig | None = None
+    #: The operator's own principals on this cluster (always protected).
+    principals: frozenset[str] = frozenset()
