@@ -196,6 +196,8 @@ async def kafkacluster_generation(name: str, body: kopf.Body, **_: Any) -> dict[
     if engine is not None:
         engine.cluster_generation = generation
     Runtime.clusters.add(name)
+    if Runtime.orphans is not None:
+        Runtime.orphans.cluster_seen(name)
     return {name: generation}
 
 

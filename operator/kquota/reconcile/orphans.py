@@ -77,6 +77,16 @@ class OrphanReporter:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
+    def cluster_seen(self, name: str) -> None:
+        """A KafkaCluster of this name exists (called on each of its events).
+
+        Its reconciler writes the statuses from now on; should it go away
+        again, even before the next look, they are reported afresh.
+        """
+        for uid in [u for u, (_, cluster) in self._reported.items() if cluster == name]:
+            del self._reported[uid]
+            self._since.pop(uid, None)
+
     async def _run(self) -> None:
         while True:
             try:
