@@ -93,7 +93,13 @@ def run(keep_running: bool = True) -> int:
         examples, cluster = _examples_for(kafka.bootstrap, workdir, [b.metrics_url for b in kafka.brokers])
         _create_example_topics(kafka.bootstrap, examples)
         _banner(f"starting the operator (default cluster {cluster!r})")
-        operator = OperatorProcess(kube, workdir / "operator", default_cluster=cluster, drift_interval=10).start()
+        operator = OperatorProcess(
+            kube,
+            workdir / "operator",
+            default_cluster=cluster,
+            drift_interval=10,
+            extra_env={"KQUOTA_DELETION_GUARD": "true"},  # as the chart runs it
+        ).start()
         print(f"metrics http://127.0.0.1:{operator.metrics_port}/metrics, log {operator.workdir}")
         _banner("kubectl apply -f examples/")
         print(kube.kubectl("apply", "-f", str(examples)).stdout)

@@ -46,6 +46,9 @@ class OperatorProcess:
                 "KQUOTA_DEFAULT_CLUSTER": self.default_cluster,
                 "KQUOTA_DRIFT_INTERVAL": str(self.drift_interval),
                 "KQUOTA_RETRY_MAX_SECONDS": "4",
+                # Test suites delete hundreds of resources at once on purpose; the
+                # mass-removal guard is on where it is under test (and in make demo).
+                "KQUOTA_DELETION_GUARD": "false",
                 "KQUOTA_METRICS_PORT": str(self.metrics_port),
                 "KQUOTA_LIVENESS_PORT": str(self.liveness_port),
                 "PYTHONUNBUFFERED": "1",

@@ -39,12 +39,20 @@ class Stack:
         return self.kube.create_namespace("team")
 
 
-def start_stack(kube: KubeAPIServer, kafka: KafkaCluster, workdir: Path, drift_interval: float = 3.0) -> Stack:
+def start_stack(
+    kube: KubeAPIServer,
+    kafka: KafkaCluster,
+    workdir: Path,
+    drift_interval: float = 3.0,
+    extra_env: dict[str, str] | None = None,
+) -> Stack:
     kube.apply_crds()
     ensure_ledger_namespace(kube)
     cluster = f"kc-{uuid.uuid4().hex[:6]}"
     kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest(cluster, kafka.bootstrap))
-    operator = OperatorProcess(kube, workdir, default_cluster=cluster, drift_interval=drift_interval).start()
+    operator = OperatorProcess(
+        kube, workdir, default_cluster=cluster, drift_interval=drift_interval, extra_env=extra_env
+    ).start()
     return Stack(kube, kafka, operator, cluster)
 
 

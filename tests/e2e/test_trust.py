@@ -11,18 +11,33 @@ integers.
 from __future__ import annotations
 
 import json
+import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from harness.kafka_cluster import KafkaCluster
+from harness.kube_apiserver import KubeAPIServer
 from harness.operator_proc import apply, client_quota, condition, get, kafka_cluster_manifest, wait_for
-from harness.stack import Stack
+from harness.stack import Stack, start_stack, stop_stack
 
 from kquota.domain.entities import Entity
+from kquota.domain.guard import APPROVAL_ANNOTATION
 from tests.support.quotas import P, R
 from tests.unit.test_argocd_health import kstatus
 
 pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def stack(kube: KubeAPIServer, kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """This module's operator runs as the chart runs it: with the mass-removal guard on."""
+    s = start_stack(kube, kafka, tmp_path_factory.mktemp("operator-trust"), extra_env={"KQUOTA_DELETION_GUARD": "true"})
+    try:
+        yield s
+    finally:
+        stop_stack(s)
 
 
 def uniq(prefix: str) -> str:
@@ -186,3 +201,62 @@ def test_turning_on_tenancy_with_an_incomplete_grant_keeps_live_quotas_and_says_
     finally:
         stack.kube.kubectl("delete", "clientquota", "--all", "-n", ns, "--timeout=30s", check=False)
         stack.kube.kubectl("delete", "kafkacluster", cluster, "--timeout=30s", check=False)
+
+
+def test_pruning_a_whole_application_is_held_until_the_kafkacluster_approves_it(stack: Stack) -> None:
+    ns, cluster = stack.new_namespace(), uniq("guarded")
+    stack.kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest(cluster, stack.kafka.bootstrap))
+    users = [uniq(f"app{i}") for i in range(30)]
+    try:
+        apply(
+            stack.kube,
+            *(
+                client_quota(ns, f"q{i}", {"user": {"name": u}}, {"producerByteRate": 1000 + i}, cluster=cluster)
+                for i, u in enumerate(users)
+            ),
+        )
+        wait_for(lambda: all(stack.broker_quotas().get(Entity.for_user(u)) for u in users), 60, "all 30 applied")
+        # Argo CD prunes the application: every resource deleted in one go.
+        stack.kube.kubectl("delete", "clientquotas", "--all", "-n", ns, "--wait=false")
+
+        def held() -> dict[str, Any] | None:
+            guard = condition(_cluster_obj(stack, cluster), "DeletionGuard")
+            return guard if guard.get("status") == "True" else None
+
+        guard = wait_for(held, 60, "the KafkaCluster's DeletionGuard condition", on_timeout=stack.operator.log)
+        hold = guard["message"].rsplit(f"{APPROVAL_ANNOTATION}=", 1)[1].split()[0]
+        live = stack.broker_quotas()
+        left = [u for u in users if Entity.for_user(u) in live]
+        # A prune reaches the operator as a stream; at most the first 9 (under the minimum) can go.
+        assert len(left) >= 21, f"only {len(left)} of 30 keys left"
+        cluster_obj = _cluster_obj(stack, cluster)
+        assert condition(cluster_obj)["reason"] == "RemovalsHeld"
+        assert condition(cluster_obj, "Stalled").get("status") == "True"
+        assert f'kquota_removals_held{{cluster="{cluster}"}}' in stack.operator.metrics()
+        assert any(e.get("reason") == "DeletionGuard" for e in _events_of(stack, cluster))
+        # Still held a drift check later (3 s here): the resources wait on their finalizers.
+        time.sleep(4)
+        assert len([u for u in users if Entity.for_user(u) in stack.broker_quotas()]) == len(left)
+
+        stack.kube.kubectl("annotate", "kafkacluster", cluster, f"{APPROVAL_ANNOTATION}={hold}", "--overwrite")
+        wait_for(
+            lambda: not any(Entity.for_user(u) in stack.broker_quotas() for u in users), 60, "approved removals done"
+        )
+        wait_for(
+            lambda: not json.loads(stack.kube.kubectl("get", "clientquotas", "-n", ns, "-o", "json").stdout)["items"],
+            60,
+            "finalizers released",
+        )
+        wait_for(lambda: condition(_cluster_obj(stack, cluster)).get("status") == "True", 30, "Ready")
+    finally:
+        stack.kube.kubectl("delete", "kafkacluster", cluster, "--timeout=30s", check=False)
+
+
+def _cluster_obj(stack: Stack, cluster: str) -> dict[str, Any]:
+    found: dict[str, Any] = json.loads(stack.kube.kubectl("get", "kafkacluster", cluster, "-o", "json").stdout)
+    return found
+
+
+def _events_of(stack: Stack, cluster: str) -> list[dict[str, Any]]:
+    items = json.loads(stack.kube.kubectl("get", "events", "-n", "default", "-o", "json").stdout)["items"]
+    return [e for e in items if e.get("involvedObject", {}).get("name") == cluster]

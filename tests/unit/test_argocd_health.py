@@ -24,7 +24,7 @@ import pytest
 from harness import cache, procs
 from lupa import lua51
 
-from kquota.domain.status import STALLED, Outcome, Reason, render_cluster_status, render_status
+from kquota.domain.status import CLUSTER_ONLY, STALLED, Outcome, Reason, render_cluster_status, render_status
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "deploy" / "argocd" / "health.lua"
@@ -73,7 +73,7 @@ def test_classification_of_known_reasons() -> None:
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("reason", list(Reason), ids=lambda r: r.value)
+@pytest.mark.parametrize("reason", [r for r in Reason if r not in CLUSTER_ONLY], ids=lambda r: r.value)
 def test_operator_status_maps_to_argo_health(reason: Reason) -> None:
     """Every reason the operator writes, rendered by the operator, read by the check."""
     status, message = health(rendered(reason, message="the broker said no"))
@@ -159,6 +159,13 @@ def test_sample_resources(obj: dict[str, Any], status: str, message: str) -> Non
 
 
 @pytest.mark.unit
+def test_a_kafkacluster_holding_removals_is_degraded() -> None:
+    status = render_cluster_status(None, 4, Reason.APPLIED, "connected", 3, NOW, held="12 quota key removals held")
+    obj = {"apiVersion": "kquota.io/v1alpha1", "kind": "KafkaCluster", "metadata": {"name": "main", "generation": 4}}
+    assert health({**obj, "status": status}) == ("Degraded", "RemovalsHeld: 12 quota key removals held")
+
+
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("reason", "expected"), [(Reason.APPLIED, "Healthy"), (Reason.KAFKA_UNAVAILABLE, "Progressing")]
 )
@@ -222,14 +229,17 @@ def kstatus(objs: list[dict[str, Any]]) -> list[str]:
 
 @pytest.mark.slow
 def test_kstatus_agrees_with_argo_on_every_status_the_operator_writes() -> None:
-    reasons = list(Reason)
+    reasons = [r for r in Reason if r not in CLUSTER_ONLY]
     objs = [rendered(r, message="the broker said no") for r in reasons]
     cluster = {"apiVersion": "kquota.io/v1alpha1", "kind": "KafkaCluster", "metadata": {"name": "c", "generation": 2}}
     for reason in (Reason.APPLIED, Reason.KAFKA_UNAVAILABLE):
         objs.append({**cluster, "status": render_cluster_status(None, 2, reason, "m", None, NOW)})
+    held = render_cluster_status(None, 2, Reason.APPLIED, "m", 1, NOW, held="12 quota key removals held")
+    objs.append({**cluster, "status": held})
     got = kstatus(objs)
     want = [ARGO_TO_KSTATUS[health(o)[0]] for o in objs]
-    assert got == want, list(zip([*reasons, "cluster ok", "cluster down"], got, want, strict=True))
+    assert got == want, list(zip([*reasons, "cluster ok", "cluster down", "held"], got, want, strict=True))
+    assert got[-1] == "Failed", "held removals need an approval: never Current"
 
 
 @pytest.mark.slow

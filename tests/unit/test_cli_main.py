@@ -93,6 +93,8 @@ def test_readme_lists_every_operator_setting_with_its_default() -> None:
             assert shown == "unset", name
         elif isinstance(value, list):
             assert json.loads(shown) == value, name
+        elif isinstance(value, bool):
+            assert shown == str(value).lower(), name
         elif isinstance(value, float | int):
             assert float(shown) == value, name
         else:

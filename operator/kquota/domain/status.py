@@ -35,7 +35,12 @@ class Reason(enum.StrEnum):
     MONITORING = "Monitoring"
     TOPIC_NOT_FOUND = "TopicNotFound"
     UNSUPPORTED_BY_BROKER = "UnsupportedByBroker"
+    #: KafkaCluster only: the mass-removal guard holds this pass's removals until approved.
+    REMOVALS_HELD = "RemovalsHeld"
 
+
+#: Reasons only a KafkaCluster's status carries, never a quota resource's.
+CLUSTER_ONLY = frozenset({Reason.REMOVALS_HELD})
 
 #: Failures that retrying cannot fix: the user must change something. (NotAuthorized
 #: is still retried with backoff, so granting the ACL is enough, but nothing
@@ -178,12 +183,32 @@ def _nulls_for_removed(prev: Mapping[str, Any], new: Mapping[str, Any]) -> dict[
 
 
 def render_cluster_status(
-    prev_status: Mapping[str, Any] | None, generation: int, reason: Reason, message: str, brokers: int | None, now: str
+    prev_status: Mapping[str, Any] | None,
+    generation: int,
+    reason: Reason,
+    message: str,
+    brokers: int | None,
+    now: str,
+    held: str | None = None,
 ) -> dict[str, Any]:
-    """A KafkaCluster's status: Ready while kquota can reach it, with the broker count."""
+    """A KafkaCluster's status: Ready while kquota can reach it, with the broker count.
+
+    ``held`` is the mass-removal guard's message while it holds removals: then
+    ``Ready=False, reason RemovalsHeld``, ``Stalled=True`` (an approval is needed)
+    and a ``DeletionGuard=True`` condition saying how to approve.
+    """
     prev_status = prev_status or {}
     prev = {c.get("type", ""): c for c in prev_status.get("conditions") or [] if isinstance(c, Mapping)}
     ok = reason is Reason.APPLIED
+    if ok and held is not None:
+        conds = [
+            _condition(prev, "Ready", "False", Reason.REMOVALS_HELD.value, held, generation, now),
+            _condition(prev, "Stalled", "True", Reason.REMOVALS_HELD.value, held, generation, now),
+            _condition(prev, "DeletionGuard", "True", Reason.REMOVALS_HELD.value, held, generation, now),
+        ]
+        status_held: dict[str, Any] = {"observedGeneration": generation, "conditions": conds}
+        status_held["brokers"] = brokers if brokers is not None else prev_status.get("brokers")
+        return status_held
     conds = [
         _condition(
             prev, "Ready", "True" if ok else "False", "Connected" if ok else reason.value, message, generation, now

@@ -36,6 +36,7 @@ from typing import Any
 import kopf
 
 from kquota.api.resource import GROUP, VERSION
+from kquota.domain.guard import APPROVAL_ANNOTATION
 from kquota.k8s.api import Kube, connect
 from kquota.k8s.ledger import LedgerStore
 from kquota.kafka.quotas import KafkaUnavailable
@@ -189,12 +190,15 @@ for _kind, _plural in QUOTA_KINDS.items():
 @kopf.index(GROUP, VERSION, "kafkaclusters", id="kafkaclusters_index")
 async def kafkacluster_generation(name: str, body: kopf.Body, **_: Any) -> dict[str, int]:
     # Grants, protection or policy may have changed: every resource is affected.
-    generation = int(body.get("metadata", {}).get("generation") or 0)
+    # So may an approval of held removals (an annotation: no new generation).
+    meta = body.get("metadata", {})
+    generation = int(meta.get("generation") or 0)
+    version = (generation, (meta.get("annotations") or {}).get(APPROVAL_ANNOTATION))
     engine = Runtime.engines.get(name)
-    if engine is not None and engine.cluster_generation not in (None, generation):
+    if engine is not None and engine.cluster_version not in (None, version):
         engine.trigger()
     if engine is not None:
-        engine.cluster_generation = generation
+        engine.cluster_version = version
     Runtime.clusters.add(name)
     if Runtime.orphans is not None:
         Runtime.orphans.cluster_seen(name)

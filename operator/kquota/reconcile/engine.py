@@ -37,6 +37,7 @@ Safety rules kept here:
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import datetime as dt
 import logging
@@ -47,6 +48,16 @@ from typing import Any
 
 from kquota.domain.desired import split_budget
 from kquota.domain.entities import Entity, QuotaKey
+from kquota.domain.guard import (
+    APPROVAL_ANNOTATION,
+    WINDOW_SECONDS,
+    GuardHold,
+    GuardLimits,
+    guard,
+    hold_message,
+    removals,
+    without,
+)
 from kquota.domain.mutation import WINDOW_NUM, WINDOW_SIZE, ControllerWindow, window_from_configs, with_burst
 from kquota.domain.observed import (
     NEAR_LIMIT,
@@ -219,8 +230,15 @@ class ClusterReconciler:
         self._entities_by_uid: dict[str, frozenset[Entity]] = {}
         self._reasons: dict[str, Reason] = {}
         self._brokers: list[int] | None = None
-        #: The KafkaCluster's generation last seen by the handlers (a change means a full pass).
-        self.cluster_generation: int | None = None
+        # The mass-removal guard's current hold (None: nothing held) and the last id announced.
+        self._hold: GuardHold | None = None
+        self._hold_text = ""
+        self._hold_announced: str | None = None
+        self._limits = GuardLimits()
+        #: (when, how many) removals went through recently: the guard's window.
+        self._recent_removals: collections.deque[tuple[float, int]] = collections.deque()
+        #: The KafkaCluster's (generation, removal approval) last seen by the handlers (a change means a full pass).
+        self.cluster_version: tuple[int, str | None] | None = None
         self.passes = 0
         self.narrow_passes = 0
 
@@ -271,7 +289,9 @@ class ClusterReconciler:
             self._wake.clear()
             started = self._first_trigger
             self._first_trigger = None
-            scope = None if self._full else frozenset(self._dirty)
+            # While removals are held, every pass is full: the held set, and so the id an
+            # approval names, must be the whole picture, not a narrow pass's part of it.
+            scope = None if self._full or self._hold is not None else frozenset(self._dirty)
             self._full = False
             self._dirty.clear()
             try:
@@ -430,8 +450,18 @@ class ClusterReconciler:
             if (touched is None or entity in touched) and entity not in held_back and entity not in planned:
                 del self._rejections[entity]
 
+        # The mass-removal guard: too many removals at once are all held until approved.
+        plan_record: Mapping[Entity, Mapping[QuotaKey, float]] = the_plan.record
+        plan_forget: Mapping[Entity, set[QuotaKey]] = the_plan.forget
+        removed = removals(sendable)
+        # The base is every key kquota owns plus the unowned ones it would remove (Adopt).
+        base = sum(len(v) for v in ledger.values()) + sum(1 for e, k in removed if k not in ledger.get(e, {}))
+        hold = self._guard(removed, base, full=touched is None)
+        if hold is not None:
+            sendable, plan_record, plan_forget = without(sendable, plan_record, plan_forget, hold.keys)
+
         # Write-ahead: ownership first, then the broker.
-        record = {e: v for e, v in the_plan.record.items() if e not in held_back}
+        record = {e: v for e, v in plan_record.items() if e not in held_back}
         before = {e: dict(ledger[e]) for e in record if e in ledger}
         ledger = apply_ledger(ledger, record, {})
         if record:
@@ -478,7 +508,7 @@ class ClusterReconciler:
             log.warning("cluster %s: broker rejected %s: %s", self.name, entity, message)
         if transient and acl_refusal is None:
             asyncio.get_running_loop().call_later(TRANSIENT_RETRY_SECONDS, self.trigger)
-        forget = {e: keys for e, keys in the_plan.forget.items() if e not in failed and e not in held_back}
+        forget = {e: keys for e, keys in plan_forget.items() if e not in failed and e not in held_back}
         ledger = apply_ledger(ledger, {}, forget)
         if failed or forget:
             await self.ledger_store.save(ledger, set(failed) | set(forget))
@@ -528,6 +558,7 @@ class ClusterReconciler:
         report.status_writes = await self._write_statuses(
             records, outcomes, prune=touched is None, announced=changed_uids
         )
+        await self._report_hold(hold)
         await self._write_cluster_status(Reason.APPLIED, f"connected; {len(brokers)} broker(s)", len(brokers))
         self._resolve_release_waiters(every, ledger, claims.holders)
         self._remember(records, claimers + refused_recs, outcomes, full=touched is None)
@@ -873,6 +904,54 @@ class ClusterReconciler:
         elif outcome.reason is not Reason.PENDING:
             await self.kube.event(rec.object_ref, "Warning", outcome.reason.value, outcome.message)
 
+    def _guard(self, removed: frozenset[tuple[Entity, QuotaKey]], owned: int, full: bool) -> GuardHold | None:
+        """The removals this pass must hold back (None: all may go)."""
+        s = self.settings
+        limits = GuardLimits(s.deletion_guard, s.deletion_guard_percent, s.deletion_guard_max, s.deletion_guard_min)
+        self._limits = limits
+        now = time.monotonic()
+        while self._recent_removals and self._recent_removals[0][0] < now - WINDOW_SECONDS:
+            self._recent_removals.popleft()
+        recent = sum(n for _, n in self._recent_removals)
+        hold = guard(removed, owned, limits, recent)
+        if hold is None:
+            if removed:
+                self._recent_removals.append((now, len(removed)))
+            return None
+        if not full:
+            # A narrow pass sees part of the picture: hold, and size the hold in a full pass.
+            self.trigger()
+            return hold
+        if self._approval() == hold.id:
+            log.warning("cluster %s: %d removals approved (%s=%s)", self.name, hold.count, APPROVAL_ANNOTATION, hold.id)
+            # What was approved does not count against the next removals.
+            self._recent_removals.clear()
+            return None
+        return hold
+
+    def _approval(self) -> str | None:
+        if self._cluster_object is None:
+            return None
+        annotations = (self._cluster_object().get("metadata") or {}).get("annotations") or {}
+        value = annotations.get(APPROVAL_ANNOTATION)
+        return str(value) if value is not None else None
+
+    async def _report_hold(self, hold: GuardHold | None) -> None:
+        """The hold on the KafkaCluster: condition (with the cluster status), metric, one Warning event per id."""
+        metrics.GUARD_HELD.labels(self.name).set(0 if hold is None else hold.count)
+        self._hold = hold
+        if hold is None:
+            self._hold_announced = None
+            return
+        message = hold_message(hold, self.name, self._limits)
+        self._hold_text = message
+        if self._hold_announced != hold.id:
+            self._hold_announced = hold.id
+            log.warning("cluster %s: %s", self.name, message)
+            ref = self._cluster_ref()
+            if ref is not None:
+                await self.kube.event(ref, "Warning", "DeletionGuard", message)
+
     def _kept_text(self, rec: ResourceRecord, kept: Mapping[Entity, Mapping[QuotaKey, float]]) -> str:
         """The keys a refused resource keeps on the brokers, as text ('' when none)."""
         entities = {e for e, _ in rec.entries} or self._entities_by_uid.get(rec.ref.uid, frozenset())
@@ -1041,7 +1120,8 @@ class ClusterReconciler:
         body = self._cluster_object()
         meta = body.get("metadata") or {}
         prev = self._cluster_written or body.get("status") or {}
-        new = render_cluster_status(prev, int(meta.get("generation") or 0), reason, message, brokers, _now())
+        held = self._hold_text if self._hold is not None and reason is Reason.APPLIED else None
+        new = render_cluster_status(prev, int(meta.get("generation") or 0), reason, message, brokers, _now(), held=held)
         if not needs_write(prev, new):
             return
         ref = ObjectRef(

@@ -39,3 +39,8 @@ REMOVED = Counter(
     "Quota keys removed from the brokers (each also an event naming the key and the cause).",
     ["cluster"],
 )
+GUARD_HELD = Gauge(
+    "kquota_removals_held",
+    "Quota key removals the mass-removal guard holds until the KafkaCluster is annotated to approve them.",
+    ["cluster"],
+)

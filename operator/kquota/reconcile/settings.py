@@ -33,6 +33,16 @@ class OperatorSettings(BaseSettings):
     api_connections: int = Field(
         32, ge=1, description="Most connections Kopf opens to the API server (each holds a TLS buffer)."
     )
+    deletion_guard: bool = Field(
+        True, description="Hold a pass's removals when they are a large share of a cluster's owned keys."
+    )
+    deletion_guard_percent: float = Field(
+        30.0, gt=0, le=100, description="Removals above this percentage of a cluster's owned keys are held."
+    )
+    deletion_guard_max: int = Field(500, ge=1, description="Removals above this count are held, whatever the share.")
+    deletion_guard_min: int = Field(
+        10, ge=1, description="A pass removing fewer keys than this is never held (everyday deletions)."
+    )
     protected_users: list[str] = Field(
         default_factory=list, description="Users never changed, in addition to each KafkaCluster's."
     )
