@@ -18,21 +18,31 @@ Three ways, combinable:
 
 Credentials never reach the output: :class:`ConnectionSettings` keeps the
 password out of its repr, and no message here quotes a property value.
+
+Before kafka-python is given the bootstrap servers, each is tried with a
+plain TCP connect (:func:`probe`): kafka-python retries a refused port or an
+unknown host until its timeout and then says only "Unable to bootstrap",
+while a CI log should say at once which address failed and why.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import os
+import queue
 import re
-from collections.abc import Mapping, Sequence
+import socket
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from kquota.cli.sources import PLURALS, Claimant, claimant_from_object
 from kquota.domain.entities import Entity, QuotaKey
+from kquota.domain.explain import number
 from kquota.domain.plan import Protection, UnmanagedPolicy
 from kquota.domain.tenancy import Grant
 from kquota.kafka.quotas import (
@@ -371,6 +381,85 @@ async def load_target(args: argparse.Namespace, with_claimants: bool = True) -> 
     return Target(connection=direct, ledger_namespace=args.ledger_namespace)
 
 
+# --- reaching the brokers ----------------------------------------------------------
+
+#: The port kafka-python assumes for a bootstrap server given without one.
+DEFAULT_KAFKA_PORT: Final = 9092
+
+
+def split_address(server: str) -> tuple[str, int]:
+    """``host:port``, ``[v6]:port`` or ``host`` (port 9092, as kafka-python) as (host, port)."""
+    server = server.strip()
+    if server.startswith("["):
+        host, _, rest = server[1:].partition("]")
+        port = rest.removeprefix(":")
+    elif server.count(":") == 1:
+        host, port = server.split(":")
+    else:  # a bare host name, or a bare IPv6 address
+        host, port = server, ""
+    if not port:
+        return host, DEFAULT_KAFKA_PORT
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise TargetError(f"bootstrap server {server!r}: the port is not a number from 1 to 65535")
+    return host, int(port)
+
+
+def connect_failure(host: str, port: int, exc: OSError, timeout: float) -> str:
+    """Why a TCP connect to ``host:port`` failed, in words a CI log can act on."""
+    if isinstance(exc, socket.gaierror):
+        return f"DNS lookup of {host} failed ({exc.strerror or exc})"
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {number(timeout)} s (timeout; a firewall, or the wrong host)"
+    if isinstance(exc, ConnectionRefusedError) or exc.errno == errno.ECONNREFUSED:
+        return f"connection refused (nothing listens on port {port} of {host})"
+    return f"cannot connect: {exc.strerror or exc}"
+
+
+Connector = Callable[[tuple[str, int], float], object]
+
+
+def _tcp_connect(address: tuple[str, int], timeout: float) -> object:
+    with socket.create_connection(address, timeout=timeout):
+        return None
+
+
+def probe(bootstrap_servers: str, timeout: float, connect: Connector = _tcp_connect) -> None:
+    """Raise TargetError, naming each address and its cause, when no bootstrap server accepts a TCP connection.
+
+    All are tried at once, each for at most ``timeout`` seconds (what
+    kafka-python would wait for it anyway), and the first that answers ends
+    the probe: the brokers it names are kafka-python's business from there.
+    """
+    servers = [s.strip() for s in bootstrap_servers.split(",") if s.strip()]
+    addresses = [split_address(s) for s in servers]
+    results: queue.Queue[tuple[int, str | None]] = queue.Queue()
+
+    def attempt(i: int) -> None:
+        host, port = addresses[i]
+        try:
+            connect((host, port), timeout)
+        except OSError as exc:  # socket.gaierror and TimeoutError are OSErrors
+            results.put((i, connect_failure(host, port, exc, timeout)))
+        except Exception as exc:  # noqa: BLE001 - e.g. UnicodeError: a host name IDNA cannot encode
+            results.put((i, f"cannot connect: {type(exc).__name__}: {exc}"))
+        else:
+            results.put((i, None))
+
+    # Daemon threads, not a pool: once one server answers, the others' attempts
+    # may run on to their timeout without holding up the command or its exit.
+    for i in range(len(addresses)):
+        threading.Thread(target=attempt, args=(i,), name=f"kquota-probe-{i}", daemon=True).start()
+    failures: dict[int, str] = {}
+    for _ in addresses:
+        i, why = results.get()
+        if why is None:
+            return
+        failures[i] = why
+    if failures:
+        causes = "; ".join(f"{servers[i]}: {failures[i]}" for i in range(len(servers)))
+        raise TargetError(f"cannot reach any bootstrap server: {causes}")
+
+
 def _admin(connection: ConnectionSettings) -> QuotaAdmin:
     return QuotaAdmin(dataclasses.replace(connection, client_id="kquota-cli"))
 
@@ -381,6 +470,7 @@ Leaders = dict[str, dict[int, int]]
 
 def read_live(connection: ConnectionSettings, topics: Sequence[str] = ()) -> tuple[Quotas, Leaders]:
     """Every quota on the brokers, and the leader layout of ``topics`` (for TopicQuotas)."""
+    probe(connection.bootstrap_servers, connection.connect_timeout_ms / 1000)
     admin = _admin(connection)
     try:
         return admin.describe_all(), admin.topic_leaders(list(topics))
