@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kquota.cli import common
 from kquota.cli import plan as plan_cmd
 from kquota.cli.connect import Target
 from kquota.cli.main import main
@@ -287,6 +288,33 @@ def test_text_and_json_output() -> None:
         "resource": {"kind": "ClientQuota", "namespace": "team-a", "name": "a"},
         "note": "",
     }
+
+
+def test_json_values_are_integers_when_whole() -> None:
+    """Byte rates are doubles inside (Kafka's type); the JSON a script reads carries the exact integer."""
+    big = float(2**60)  # above 2^53: %g or float formatting would show 1.15292e+18
+    target = Target(CONN, cluster="prod", ledger={ALICE: {P: 10485760.0, R: 33.3}}, claimants=[])
+    manifests = [res("a", ALICE, {P: 20971520.0, C: big, R: 50.0})]
+    report, _ = make_report(target, manifests, {ALICE: {P: 10485760.0, R: 33.3}})
+    out = io.StringIO()
+    common.dump_json(to_json(report), out)
+    text = out.getvalue()
+    rows = {r["key"]: r for r in json.loads(text)["rows"]}
+    assert (rows["producer_byte_rate"]["live"], rows["producer_byte_rate"]["desired"]) == (10485760, 20971520)
+    assert type(rows["producer_byte_rate"]["desired"]) is int
+    assert type(rows["consumer_byte_rate"]["desired"]) is int
+    assert rows["consumer_byte_rate"]["desired"] == 2**60
+    assert type(rows["request_percentage"]["live"]) is float
+    assert '"desired": 20971520,' in text
+    assert '"desired": 1152921504606846976,' in text
+    assert '"live": 33.3,' in text
+    assert ".0," not in text
+    assert "e+" not in text
+
+    table = io.StringIO()
+    render_text(report, Term(table, color=False))
+    assert "1152921504606846976" in table.getvalue()
+    assert "e+" not in table.getvalue()
 
 
 def test_broker_rejections_make_the_exit_code_an_error() -> None:

@@ -7,6 +7,7 @@ import contextlib
 import datetime as dt
 import fnmatch
 import json
+import math
 import os
 import sys
 import textwrap
@@ -81,6 +82,19 @@ def ref_json(ref: ResourceRef | None) -> dict[str, str] | None:
     if ref is None:
         return None
     return {"kind": ref.kind, "namespace": ref.namespace, "name": ref.name}
+
+
+def json_number(value: float | None) -> int | float | None:
+    """A quota value for JSON: a whole number as an integer (``20971520``, not ``20971520.0``).
+
+    Kafka keeps every quota as a double, so kquota holds them as floats; a
+    consumer of ``-o json`` must still see the integer the manifest set. Any
+    finite whole double converts to int exactly; other values stay floats,
+    which ``json`` writes in their shortest exact form.
+    """
+    if value is None:
+        return None
+    return int(value) if math.isfinite(value) and float(value).is_integer() else float(value)
 
 
 def dump_json(doc: Any, stream: TextIO | None = None) -> None:

@@ -90,7 +90,12 @@ def _owner_json(owner: Owner) -> dict[str, Any]:
 
 
 def _candidate_json(c: Candidate) -> dict[str, Any]:
-    return {"level": c.level, "entity": common.entity_json(c.entity), "value": c.value, "owner": _owner_json(c.owner)}
+    return {
+        "level": c.level,
+        "entity": common.entity_json(c.entity),
+        "value": common.json_number(c.value),
+        "owner": _owner_json(c.owner),
+    }
 
 
 def to_json(
@@ -102,7 +107,7 @@ def to_json(
         "keys": [
             {
                 "key": e.key.value,
-                "value": e.winner.value if e.winner else None,
+                "value": common.json_number(e.winner.value) if e.winner else None,
                 "unlimited": e.winner is None,
                 "level": e.winner.level if e.winner else None,
                 "levelName": e.level_name,

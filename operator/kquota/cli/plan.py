@@ -335,8 +335,8 @@ def to_json(report: Report) -> dict[str, Any]:
                 "action": r.action.value,
                 "entity": common.entity_json(r.entity),
                 "key": r.key.value if r.key else None,
-                "live": r.live,
-                "desired": r.desired,
+                "live": common.json_number(r.live),
+                "desired": common.json_number(r.desired),
                 "resource": common.ref_json(r.source),
                 "note": r.note,
             }
