@@ -217,6 +217,61 @@ def test_the_older_resource_wins_a_key_and_the_loser_is_noted() -> None:
 
 
 @pytest.mark.parametrize(
+    ("flags", "live", "code", "summary"),
+    [
+        pytest.param(
+            [],
+            {ALICE: {P: 1024.0}},
+            0,
+            "No changes: the brokers already match. 1 key already set become owned by kquota; "
+            "1 conflict: the older resource wins (see Notes).",
+            id="a conflict alone exits 0 without the flag, but the summary counts it",
+        ),
+        pytest.param(
+            ["--fail-on-conflict"],
+            {ALICE: {P: 1024.0}},
+            2,
+            None,
+            id="with --fail-on-conflict a conflict exits 2 though the brokers already match",
+        ),
+        pytest.param(
+            ["--fail-on-conflict", "--entity", "users/bob"],
+            {ALICE: {P: 1024.0}},
+            0,
+            "No changes: the brokers already match.",
+            id="a conflict outside --entity does not count",
+        ),
+    ],
+)
+def test_fail_on_conflict(
+    flags: list[str],
+    live: Quotas,
+    code: int,
+    summary: str | None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Two new resources set producer_byte_rate of alice: of equal age, the first by name wins."""
+    (tmp_path / "a.yaml").write_text(VALID.replace("name: a,", "name: first,").replace("10Mi", "1Ki"))
+    (tmp_path / "b.yaml").write_text(VALID.replace("name: a,", "name: second,").replace("10Mi", "2Ki"))
+
+    async def load_target(args: Any, with_claimants: bool = True) -> Target:
+        return Target(CONN, cluster="prod", ledger={}, claimants=[])
+
+    monkeypatch.setattr(plan_cmd, "load_target", load_target)
+    monkeypatch.setattr(plan_cmd, "read_live", lambda connection, topics=(): (live, {}))
+    args = ["plan", "-f", str(tmp_path), "--bootstrap-server", "kafka:9092", "--default-cluster", "prod"]
+    assert main([*args, *flags, "-o", "json"]) == code
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["changes"] == 0
+    if summary is not None:
+        assert doc["summary"] == summary
+    assert doc["conflicts"] == (0 if "users/bob" in flags else 1)
+    assert any("ClientQuota team-a/second: producer_byte_rate on users/alice is set by" in n for n in doc["notes"])
+
+
+@pytest.mark.parametrize(
     ("claimant", "grants", "protection", "note"),
     [
         pytest.param(

@@ -12,8 +12,10 @@ Without ``--cluster`` there is no ledger: nothing counts as owned, keys the
 manifests do not set are listed as left alone, and removals are not
 computed. The output says so.
 
-Exit codes, for CI: 0 no change to the brokers, 2 changes, 1 error
-(including a change the brokers reject under ``--broker-validate``).
+Exit codes, for CI: 0 no change to the brokers, 2 changes (or, with
+``--fail-on-conflict``, a conflict: two resources setting the same key, where
+only the older one takes effect), 1 error (including a change the brokers
+reject under ``--broker-validate``).
 """
 
 from __future__ import annotations
@@ -51,8 +53,9 @@ examples:
   kquota plan -f quotas/ --cluster prod --bootstrap-server localhost:9092   # through a port-forward
   kquota plan -f alice.yaml --bootstrap-server kafka:9092 --command-config admin.properties
   kquota plan -f quotas/ --cluster prod --broker-validate -o json
+  kquota plan -f quotas/ --cluster prod --fail-on-conflict   # a resource that loses a key fails CI
 
-exit codes: 0 no change to the brokers, 2 changes, 1 error.
+exit codes: 0 no change to the brokers, 2 changes (with --fail-on-conflict: or a conflict), 1 error.
 """
 
 
@@ -101,6 +104,10 @@ class Report:
     #: Entity path -> the broker's complaint, from --broker-validate.
     rejected: dict[str, str] = field(default_factory=dict)
     validated: bool = False
+    #: Keys a resource sets but loses to an older resource, on the entities shown (each also a note).
+    conflicts: int = 0
+    #: --fail-on-conflict: a conflict makes the exit code 2, as a change does.
+    fail_on_conflict: bool = False
 
     @property
     def changes(self) -> list[Row]:
@@ -109,7 +116,9 @@ class Report:
     def exit_code(self) -> int:
         if self.rejected:
             return common.ERROR
-        return common.CHANGES if self.changes else common.OK
+        if self.changes or (self.fail_on_conflict and self.conflicts):
+            return common.CHANGES
+        return common.OK
 
 
 # --- pure parts --------------------------------------------------------------------
@@ -164,14 +173,16 @@ def select(
     return entries, notes
 
 
-def conflict_notes(claims: ClaimResolution) -> list[str]:
+def conflict_notes(claims: ClaimResolution) -> list[tuple[Entity, str]]:
+    """Each key a resource loses to an older one: the entity, and a note saying who wins."""
     out = []
     for loser, infos in sorted(claims.conflicts.items(), key=lambda item: str(item[0])):
         for info in infos:
-            out.append(
+            note = (
                 f"{loser}: {info.key.value} on {info.entity.path()} is set by {info.winner} "
                 "(the older resource wins); this resource does not set it"
             )
+            out.append((info.entity, note))
     return out
 
 
@@ -259,8 +270,10 @@ def make_report(
         ledger_text = f"{common.plural(owned, 'key')} owned (namespace {target.ledger_namespace})"
         if target.policy is UnmanagedPolicy.ADOPT:
             notes.append("unmanaged policy Adopt: keys no resource sets are removed")
-    notes.extend(conflict_notes(claims))
-    return Report(target.describe(), ledger_text, rows, notes), the_plan
+    conflicts = conflict_notes(claims)
+    notes.extend(note for _, note in conflicts)
+    shown = sum(1 for entity, _ in conflicts if common.entity_selected(entity, globs))
+    return Report(target.describe(), ledger_text, rows, notes, conflicts=shown), the_plan
 
 
 def alterations(report: Report, the_plan: Plan) -> list[EntityAlteration]:
@@ -293,6 +306,8 @@ def summary(report: Report) -> str:
         extra.append(f"{common.plural(counts[Action.UNMANAGED], 'unmanaged key')} left alone")
     if counts[Action.PROTECTED]:
         extra.append(f"{common.plural(counts[Action.PROTECTED], 'protected entity', 'protected entities')} skipped")
+    if report.conflicts:
+        extra.append(f"{common.plural(report.conflicts, 'conflict')}: the older resource wins (see Notes)")
     return text + (" " + "; ".join(extra) + "." if extra else "")
 
 
@@ -330,6 +345,7 @@ def to_json(report: Report) -> dict[str, Any]:
         "target": report.target,
         "ledger": report.ledger,
         "changes": len(report.changes),
+        "conflicts": report.conflicts,
         "rows": [
             {
                 "action": r.action.value,
@@ -379,6 +395,11 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="also send the changes to the brokers with validate_only, so they check them without applying",
     )
+    p.add_argument(
+        "--fail-on-conflict",
+        action="store_true",
+        help="exit 2 also when two resources set the same key (only the older one takes effect)",
+    )
     common.add_entity_filter(p)
     add_connection_args(p, "KafkaCluster to plan against; reads its ownership ledger and resources via kubeconfig")
     common.add_output_args(p)
@@ -409,6 +430,7 @@ def run(args: argparse.Namespace) -> int:
     except TargetError as exc:
         return common.error(str(exc))
     report, the_plan = make_report(target, manifests, live, args.entity, leaders)
+    report.fail_on_conflict = args.fail_on_conflict
     if args.broker_validate:
         try:
             results = broker_validate(target.connection, alterations(report, the_plan))
