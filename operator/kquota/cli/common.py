@@ -73,6 +73,12 @@ def warn(message: str) -> None:
     err.write(f"kquota: {err.paint('warning', 'yellow bold')}: {safe(message)}")
 
 
+def note(message: str) -> None:
+    """Something the user should know about the output, on stderr (so stdout stays manifests or JSON)."""
+    err = Term(sys.stderr, wants_color(sys.stderr))
+    err.write(f"kquota: {err.paint('note', 'cyan bold')}: {safe(message)}")
+
+
 def entity_json(entity: Entity) -> dict[str, Any]:
     """An entity for machines: its path and its wire parts (``null`` for a default part)."""
     return {"path": entity.path(), "parts": entity.parts()}

@@ -272,6 +272,8 @@ class Target:
     #: The quota resources in the Kubernetes cluster that target this KafkaCluster.
     claimants: list[Claimant] | None = None
     ledger_namespace: str = DEFAULT_LEDGER_NAMESPACE
+    #: With --cluster, why the ledger could not be read (when the command could do without it).
+    ledger_problem: str | None = None
 
     def describe(self) -> str:
         where = self.connection.bootstrap_servers
@@ -303,7 +305,7 @@ def _api_error(exc: Exception, what: str) -> TargetError:
     return TargetError(f"{what}: cannot reach the Kubernetes API: {type(exc).__name__}: {exc}")
 
 
-async def _from_kubernetes(args: argparse.Namespace, with_claimants: bool) -> Target:
+async def _from_kubernetes(args: argparse.Namespace, with_claimants: bool, need_ledger: bool) -> Target:
     from kquota.k8s.api import SecretNotFound
     from kquota.k8s.ledger import LedgerStore
     from kquota.reconcile.build import cluster_config
@@ -326,12 +328,16 @@ async def _from_kubernetes(args: argparse.Namespace, with_claimants: bool) -> Ta
             raise TargetError(f"KafkaCluster {name}: {exc}") from None
         if cfg is None:
             raise TargetError(f"KafkaCluster {name} has an invalid spec")
+        ledger: Quotas | None = None
+        ledger_problem: str | None = None
         try:
             ledger = await LedgerStore(kube, args.ledger_namespace, name).load()
         except ValueError as exc:
-            raise TargetError(f"the ownership ledger of {name} cannot be read: {exc}") from None
+            ledger_problem = f"the ownership ledger of {name} cannot be read: {exc}"
         except Exception as exc:  # noqa: BLE001 - translated into a message for the user
-            raise _api_error(exc, f"ownership ledger in namespace {args.ledger_namespace}") from None
+            ledger_problem = str(_api_error(exc, f"ownership ledger in namespace {args.ledger_namespace}"))
+        if ledger_problem is not None and need_ledger:
+            raise TargetError(ledger_problem)
         claimants: list[Claimant] | None = None
         if with_claimants:
             claimants = []
@@ -368,13 +374,18 @@ async def _from_kubernetes(args: argparse.Namespace, with_claimants: bool) -> Ta
         ledger=ledger,
         claimants=claimants,
         ledger_namespace=args.ledger_namespace,
+        ledger_problem=ledger_problem,
     )
 
 
-async def load_target(args: argparse.Namespace, with_claimants: bool = True) -> Target:
-    """The cluster the flags name; with --cluster, everything Kubernetes knows about it."""
+async def load_target(args: argparse.Namespace, with_claimants: bool = True, need_ledger: bool = True) -> Target:
+    """The cluster the flags name; with --cluster, everything Kubernetes knows about it.
+
+    An ownership ledger that cannot be read is an error, unless ``need_ledger``
+    is False: then ``Target.ledger`` is None and ``Target.ledger_problem`` says why.
+    """
     if args.cluster:
-        return await _from_kubernetes(args, with_claimants)
+        return await _from_kubernetes(args, with_claimants, need_ledger)
     direct = direct_connection(args)
     if direct is None:
         raise TargetError("no cluster: give --bootstrap-server (and --command-config), or --cluster NAME")
