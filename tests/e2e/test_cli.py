@@ -285,6 +285,38 @@ def test_export_leaves_out_the_keys_kquota_manages(stack: Stack) -> None:
         set_exactly(stack.kafka, {user: {}})
 
 
+def test_plan_takes_the_default_cluster_from_the_operator(stack: Stack, tmp_path: Path) -> None:
+    """The operator runs with a default cluster not named "default": plan, without --default-cluster, agrees.
+
+    Assuming "default" put the applied resource (no clusterRef) on another
+    cluster, so plan showed its owned key as a removal that will not happen.
+    """
+    assert stack.cluster != "default"
+    tag = uuid.uuid4().hex[:6]
+    applied, new = Entity.for_user(f"cli-dc-a-{tag}"), Entity.for_user(f"cli-dc-b-{tag}")
+    cluster = ["--cluster", stack.cluster, "--kubeconfig", str(stack.kube.kubeconfig)]
+    ns = applied_without_cluster_ref(stack, str(applied.user), {"producerByteRate": 2048})
+    try:
+        manifest = tmp_path / "new.yaml"
+        manifest.write_text(
+            json.dumps(client_quota(ns, "new", {"user": {"name": new.user}}, {"producerByteRate": 1024}))
+        )
+        doc = kquota_json("plan", "-f", str(manifest), *cluster, *entity_globs([applied, new]), expect=2)
+        assert [(r["action"], r["entity"]["path"]) for r in doc["rows"]] == [("add", new.path())]
+        assert doc["defaultCluster"] == {
+            "name": stack.cluster,
+            "source": "the operator's, from ConfigMap kquota-system/kquota-operator",
+        }
+
+        # Where no operator published its settings, plan refuses to guess.
+        code, _, err = kquota("plan", "-f", str(manifest), *cluster, "--ledger-namespace", f"nothing-{tag}")
+        assert code == 1
+        assert f"no ConfigMap nothing-{tag}/kquota-operator" in err
+        assert "pass --default-cluster NAME" in err
+    finally:
+        stack.kube.kubectl("delete", "clientquota", "managed", "-n", ns, "--timeout=60s", check=False)
+
+
 def test_plan_piped_into_head_exits_with_its_own_code(stack: Stack, tmp_path: Path) -> None:
     """``kquota plan | head -n 3``: far more rows than a pipe holds, no traceback, and still exit 2 (changes)."""
     tag = uuid.uuid4().hex[:6]

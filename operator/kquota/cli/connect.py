@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from kquota.cli import common
 from kquota.cli.sources import PLURALS, Claimant, claimant_from_object
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.explain import number
@@ -56,9 +57,13 @@ from kquota.kafka.quotas import (
 
 if TYPE_CHECKING:
     from kquota.k8s.api import Kube
+    from kquota.k8s.published import PublishedSettings
+
+#: The ConfigMap where the operator publishes its default cluster (kquota.k8s.published.NAME, which
+#: imports the Kubernetes client: offline commands do not pay for it).
+PUBLISHED_NAME: Final = "kquota-operator"
 
 DEFAULT_LEDGER_NAMESPACE: Final = "kquota-system"
-DEFAULT_CLUSTER: Final = "default"
 SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
@@ -230,8 +235,9 @@ def add_connection_args(parser: argparse.ArgumentParser, kube_help: str) -> None
     group.add_argument(
         "--default-cluster",
         metavar="NAME",
-        default=os.environ.get("KQUOTA_DEFAULT_CLUSTER", DEFAULT_CLUSTER),
-        help="the operator's default KafkaCluster, for resources without clusterRef (default %(default)s)",
+        default=os.environ.get("KQUOTA_DEFAULT_CLUSTER") or None,
+        help="the operator's default KafkaCluster, for resources without clusterRef (default $KQUOTA_DEFAULT_CLUSTER, "
+        "else what the operator publishes in ConfigMap kquota-operator of --ledger-namespace)",
     )
     group.add_argument(
         "--timeout", type=float, default=30.0, metavar="SECONDS", help="Kafka connect and request timeout"
@@ -274,6 +280,10 @@ class Target:
     ledger_namespace: str = DEFAULT_LEDGER_NAMESPACE
     #: With --cluster, why the ledger could not be read (when the command could do without it).
     ledger_problem: str | None = None
+    #: The operator's default cluster (resources without clusterRef target it), when known.
+    default_cluster: str | None = None
+    #: Where ``default_cluster`` comes from, in words.
+    default_cluster_source: str | None = None
 
     def describe(self) -> str:
         where = self.connection.bootstrap_servers
@@ -305,6 +315,54 @@ def _api_error(exc: Exception, what: str) -> TargetError:
     return TargetError(f"{what}: cannot reach the Kubernetes API: {type(exc).__name__}: {exc}")
 
 
+def choose_default_cluster(
+    flag: str | None, published: PublishedSettings | None, problem: str | None, namespace: str
+) -> tuple[str, str, str | None]:
+    """The default cluster, where it comes from, and a warning when the flag and the operator disagree.
+
+    ``flag`` is --default-cluster (or $KQUOTA_DEFAULT_CLUSTER); ``published``
+    what the operator wrote in ConfigMap kquota-operator, None when absent or
+    unreadable (``problem`` says why). Without either there is no guessing:
+    a wrong default cluster puts every resource without clusterRef on the
+    wrong cluster, and the plan shows removals that will not happen.
+    """
+    where = f"ConfigMap {namespace}/{PUBLISHED_NAME}"
+    if flag:
+        warning = None
+        if published is not None and published.default_cluster != flag:
+            warning = (
+                f"--default-cluster {flag} is not the operator's: it runs with {published.default_cluster} "
+                f"({where}); planning with {flag} as asked"
+            )
+        return flag, "--default-cluster", warning
+    if published is not None:
+        return published.default_cluster, f"the operator's, from {where}", None
+    why = problem or f"no {where}: no kquota operator that publishes it has started with this ledger namespace"
+    raise TargetError(
+        f"the operator's default cluster is unknown ({why}); pass --default-cluster NAME, the operator's "
+        "KQUOTA_DEFAULT_CLUSTER (Helm: operator.defaultCluster, else the first of kafka.clusters), or "
+        "--ledger-namespace if the operator runs in another namespace"
+    )
+
+
+async def _default_cluster(kube: Kube, args: argparse.Namespace) -> tuple[str, str]:
+    """:func:`choose_default_cluster` with the ConfigMap read from the cluster (a mismatch is warned about)."""
+    from kquota.k8s.published import read
+
+    found: PublishedSettings | None = None
+    problem: str | None = None
+    try:
+        found = await read(kube, args.ledger_namespace)
+    except ValueError as exc:
+        problem = f"ConfigMap {args.ledger_namespace}/{PUBLISHED_NAME} cannot be read: {exc}"
+    except Exception as exc:  # noqa: BLE001 - translated into a message for the user
+        problem = str(_api_error(exc, f"ConfigMap {args.ledger_namespace}/{PUBLISHED_NAME}"))
+    name, source, warning = choose_default_cluster(args.default_cluster, found, problem, args.ledger_namespace)
+    if warning:
+        common.warn(warning)
+    return name, source
+
+
 async def _from_kubernetes(args: argparse.Namespace, with_claimants: bool, need_ledger: bool) -> Target:
     from kquota.k8s.api import SecretNotFound
     from kquota.k8s.ledger import LedgerStore
@@ -321,7 +379,7 @@ async def _from_kubernetes(args: argparse.Namespace, with_claimants: bool, need_
             body = await kube.get_cluster_object("kafkaclusters", name)
         except Exception as exc:  # noqa: BLE001 - translated into a message for the user
             raise _api_error(exc, f"KafkaCluster {name}") from None
-        settings = OperatorSettings(namespace=args.ledger_namespace, default_cluster=args.default_cluster)
+        settings = OperatorSettings(namespace=args.ledger_namespace)
         try:
             cfg = await cluster_config(body, kube, settings)
         except SecretNotFound as exc:
@@ -339,7 +397,10 @@ async def _from_kubernetes(args: argparse.Namespace, with_claimants: bool, need_
         if ledger_problem is not None and need_ledger:
             raise TargetError(ledger_problem)
         claimants: list[Claimant] | None = None
+        default_cluster: str | None = None
+        default_source: str | None = None
         if with_claimants:
+            default_cluster, default_source = await _default_cluster(kube, args)
             claimants = []
             for kind, plural in PLURALS.items():
                 try:
@@ -347,7 +408,7 @@ async def _from_kubernetes(args: argparse.Namespace, with_claimants: bool, need_
                 except Exception as exc:  # noqa: BLE001 - translated into a message for the user
                     raise _api_error(exc, f"listing {plural}") from None
                 for item in listing.get("items") or []:
-                    found = claimant_from_object(kind, item, args.default_cluster)
+                    found = claimant_from_object(kind, item, default_cluster)
                     if found.cluster == name:
                         claimants.append(found)
     finally:
@@ -375,6 +436,8 @@ async def _from_kubernetes(args: argparse.Namespace, with_claimants: bool, need_
         claimants=claimants,
         ledger_namespace=args.ledger_namespace,
         ledger_problem=ledger_problem,
+        default_cluster=default_cluster,
+        default_cluster_source=default_source,
     )
 
 
@@ -389,7 +452,13 @@ async def load_target(args: argparse.Namespace, with_claimants: bool = True, nee
     direct = direct_connection(args)
     if direct is None:
         raise TargetError("no cluster: give --bootstrap-server (and --command-config), or --cluster NAME")
-    return Target(connection=direct, ledger_namespace=args.ledger_namespace)
+    source = "--default-cluster" if args.default_cluster else None
+    return Target(
+        connection=direct,
+        ledger_namespace=args.ledger_namespace,
+        default_cluster=args.default_cluster,
+        default_cluster_source=source,
+    )
 
 
 # --- reaching the brokers ----------------------------------------------------------

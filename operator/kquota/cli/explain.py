@@ -23,7 +23,7 @@ from typing import Any, Final
 from kquota.cli import common
 from kquota.cli.connect import Quotas, TargetError, add_connection_args, has_connection, load_target, read_live
 from kquota.cli.plan import load_manifests, overlay, select, topics_of
-from kquota.cli.sources import Claimant, with_topic_layouts
+from kquota.cli.sources import Claimant, bind_default_cluster, with_topic_layouts
 from kquota.cli.term import Cell, Term, safe, value_text
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.explain import Candidate, KeyExplanation, Owner, Ownership, explain, owner_of, shared_by
@@ -191,6 +191,7 @@ def run(args: argparse.Namespace) -> int:
     if has_connection(args):
         try:
             target = asyncio.run(load_target(args))
+            manifests = bind_default_cluster(manifests, target.default_cluster)
             live, leaders = read_live(target.connection, topics_of(manifests, target.claimants))
         except TargetError as exc:
             return common.error(str(exc))

@@ -12,6 +12,12 @@ Without ``--cluster`` there is no ledger: nothing counts as owned, keys the
 manifests do not set are listed as left alone, and removals are not
 computed. The output says so.
 
+Resources without ``clusterRef`` target the operator's default cluster:
+``--default-cluster``, else what the operator published in ConfigMap
+``kquota-operator`` (:mod:`kquota.k8s.published`); with ``--cluster`` and
+neither, plan refuses rather than guess, since a wrong guess shows removals
+that will not happen.
+
 Exit codes, for CI: 0 no change to the brokers, 2 changes (or, with
 ``--fail-on-conflict``, a conflict: two resources setting the same key, where
 only the older one takes effect), 1 error (including a change the brokers
@@ -29,7 +35,14 @@ from typing import Any, Final
 
 from kquota.cli import common
 from kquota.cli.connect import Quotas, Target, TargetError, add_connection_args, broker_validate, load_target, read_live
-from kquota.cli.sources import Claimant, SourceError, load_claimants, with_topic_layouts
+from kquota.cli.sources import (
+    UNRESOLVED_DEFAULT,
+    Claimant,
+    SourceError,
+    bind_default_cluster,
+    load_claimants,
+    with_topic_layouts,
+)
 from kquota.cli.term import Cell, Term, safe, value_text
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.plan import (
@@ -108,6 +121,8 @@ class Report:
     conflicts: int = 0
     #: --fail-on-conflict: a conflict makes the exit code 2, as a change does.
     fail_on_conflict: bool = False
+    #: The cluster resources without clusterRef target, and where that comes from; None when unknown.
+    default_cluster: tuple[str, str] | None = None
 
     @property
     def changes(self) -> list[Row]:
@@ -273,7 +288,11 @@ def make_report(
     conflicts = conflict_notes(claims)
     notes.extend(note for _, note in conflicts)
     shown = sum(1 for entity, _ in conflicts if common.entity_selected(entity, globs))
-    return Report(target.describe(), ledger_text, rows, notes, conflicts=shown), the_plan
+    default = (
+        (target.default_cluster, target.default_cluster_source or "") if target.default_cluster is not None else None
+    )
+    report = Report(target.describe(), ledger_text, rows, notes, conflicts=shown, default_cluster=default)
+    return report, the_plan
 
 
 def alterations(report: Report, the_plan: Plan) -> list[EntityAlteration]:
@@ -314,6 +333,9 @@ def summary(report: Report) -> str:
 def render_text(report: Report, t: Term) -> None:
     t.write(f"Plan for {safe(report.target)}", "bold")
     t.write(f"ownership ledger: {report.ledger}" if report.ledger else "ownership ledger: not available")
+    if report.default_cluster is not None:
+        name, source = report.default_cluster
+        t.write(f"default cluster (resources without clusterRef): {safe(name)} ({source})")
     if report.rows:
         t.write()
         table: list[list[Cell]] = []
@@ -344,6 +366,11 @@ def to_json(report: Report) -> dict[str, Any]:
     return {
         "target": report.target,
         "ledger": report.ledger,
+        "defaultCluster": (
+            {"name": report.default_cluster[0], "source": report.default_cluster[1]}
+            if report.default_cluster is not None
+            else None
+        ),
         "changes": len(report.changes),
         "conflicts": report.conflicts,
         "rows": [
@@ -409,8 +436,10 @@ def add_parser(sub: Any) -> None:
 def load_manifests(args: argparse.Namespace) -> list[Claimant] | None:
     """The claims of ``-f`` manifests; None (errors printed) when any is invalid."""
     try:
+        # Manifests without clusterRef get the default cluster once it is known (bind_default_cluster).
+        default_cluster = args.default_cluster or UNRESOLVED_DEFAULT
         claims, invalid = load_claimants(
-            args.filename or [], args.recursive, args.namespace, args.default_cluster, common.now_rfc3339()
+            args.filename or [], args.recursive, args.namespace, default_cluster, common.now_rfc3339()
         )
     except SourceError as exc:
         common.error(str(exc))
@@ -426,6 +455,7 @@ def run(args: argparse.Namespace) -> int:
         return common.ERROR
     try:
         target = asyncio.run(load_target(args))
+        manifests = bind_default_cluster(manifests, target.default_cluster)
         live, leaders = read_live(target.connection, topics_of(manifests, target.claimants))
     except TargetError as exc:
         return common.error(str(exc))

@@ -35,7 +35,9 @@ from typing import Any
 
 import kopf
 
+from kquota import __version__
 from kquota.api.resource import GROUP, VERSION
+from kquota.k8s import published
 from kquota.k8s.api import Kube, connect
 from kquota.k8s.ledger import LedgerStore
 from kquota.kafka.quotas import KafkaUnavailable
@@ -77,6 +79,12 @@ async def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.client_timeout = 330
     settings.networking.request_timeout = 60
     Runtime.kube = Kube(await connect(Runtime.settings.kubeconfig))
+    # kquota plan reads the default cluster from here rather than guess it.
+    await published.publish_or_warn(
+        Runtime.kube,
+        Runtime.settings.namespace,
+        published.PublishedSettings(Runtime.settings.default_cluster, __version__),
+    )
 
 
 @kopf.on.cleanup()
