@@ -186,7 +186,7 @@ def test_plan_against_a_refused_port_says_so_in_seconds(tmp_path: Path, capsys: 
     )
     port = closed_port()
     started = time.monotonic()
-    code = main(["plan", "-f", str(tmp_path), "--bootstrap-server", f"127.0.0.1:{port}", "--default-cluster", "x"])
+    code = main(["plan", "-f", str(tmp_path), "--bootstrap-server", f"127.0.0.1:{port}"])
     assert (code, time.monotonic() - started < 5) == (1, True)
     assert f"127.0.0.1:{port}: connection refused" in capsys.readouterr().err
 

@@ -129,7 +129,7 @@ PROD = PublishedSettings("prod", "1")
                 "staging",
                 "--default-cluster",
                 "--default-cluster staging is not the operator's: it runs with prod "
-                "(ConfigMap ops/kquota-operator); planning with staging as asked",
+                "(ConfigMap ops/kquota-operator); using staging as asked",
             ),
             id="the flag wins over the operator, with a warning",
         ),

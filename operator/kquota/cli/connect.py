@@ -332,7 +332,7 @@ def choose_default_cluster(
         if published is not None and published.default_cluster != flag:
             warning = (
                 f"--default-cluster {flag} is not the operator's: it runs with {published.default_cluster} "
-                f"({where}); planning with {flag} as asked"
+                f"({where}); using {flag} as asked"
             )
         return flag, "--default-cluster", warning
     if published is not None:
