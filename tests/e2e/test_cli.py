@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 import yaml
 from harness.kafka_cluster import KafkaCluster
-from harness.operator_proc import condition, wait_for
+from harness.operator_proc import apply, client_quota, condition, wait_for
 from harness.stack import Stack
 
 from kquota.cli.export import to_yaml
@@ -248,6 +248,93 @@ def check_plan_shows_changes(stack: Stack, out: Path, cluster: list[str], scope:
         assert stack.broker_quotas()[user] == {P: 10485760.0, R: 33.3, C: 999.0}
     finally:
         set_exactly(stack.kafka, {user: {}}, keys=[C])
+
+
+# --- what kquota already manages, and the operator's default cluster --------------------
+
+
+def applied_without_cluster_ref(stack: Stack, user: str, quota: dict[str, Any]) -> str:
+    """A ClientQuota without clusterRef (the operator's default cluster), applied and Ready; its namespace."""
+    ns = stack.new_namespace()
+    apply(stack.kube, client_quota(ns, "managed", {"user": {"name": user}}, quota))
+    wait_all_ready(stack, ns, 1)
+    return ns
+
+
+def test_export_leaves_out_the_keys_kquota_manages(stack: Stack) -> None:
+    """The operator applies one key of an entity, kafka-configs sets another: export returns only the hand-set one."""
+    user = Entity.for_user(f"cli-managed-{uuid.uuid4().hex[:6]}")
+    cluster = ["--cluster", stack.cluster, "--kubeconfig", str(stack.kube.kubeconfig)]
+    ns = applied_without_cluster_ref(stack, str(user.user), {"producerByteRate": 2048})
+    try:
+        stack.kafka.kafka_configs(*configs_args(user, "consumer_byte_rate=4096"), check=True)
+        wait_for(lambda: stack.broker_quotas().get(user) == {P: 2048.0, C: 4096.0}, 30, "both keys on the broker")
+
+        code, out, err = kquota("export", *cluster, *entity_globs([user]))
+        assert code == 0, err
+        [doc] = [d for d in yaml.safe_load_all(out) if d]
+        assert doc["spec"]["quota"] == {"consumerByteRate": "4Ki"}
+        assert "left out 1 key kquota already manages" in err
+
+        code, out, err = kquota("export", *cluster, *entity_globs([user]), "--all")
+        assert code == 0, err
+        [doc] = [d for d in yaml.safe_load_all(out) if d]
+        assert doc["spec"]["quota"] == {"producerByteRate": "2Ki", "consumerByteRate": "4Ki"}
+    finally:
+        stack.kube.kubectl("delete", "clientquota", "managed", "-n", ns, "--timeout=60s", check=False)
+        set_exactly(stack.kafka, {user: {}})
+
+
+def test_plan_takes_the_default_cluster_from_the_operator(stack: Stack, tmp_path: Path) -> None:
+    """The operator runs with a default cluster not named "default": plan, without --default-cluster, agrees.
+
+    Assuming "default" put the applied resource (no clusterRef) on another
+    cluster, so plan showed its owned key as a removal that will not happen.
+    """
+    assert stack.cluster != "default"
+    tag = uuid.uuid4().hex[:6]
+    applied, new = Entity.for_user(f"cli-dc-a-{tag}"), Entity.for_user(f"cli-dc-b-{tag}")
+    cluster = ["--cluster", stack.cluster, "--kubeconfig", str(stack.kube.kubeconfig)]
+    ns = applied_without_cluster_ref(stack, str(applied.user), {"producerByteRate": 2048})
+    try:
+        manifest = tmp_path / "new.yaml"
+        manifest.write_text(
+            json.dumps(client_quota(ns, "new", {"user": {"name": new.user}}, {"producerByteRate": 1024}))
+        )
+        doc = kquota_json("plan", "-f", str(manifest), *cluster, *entity_globs([applied, new]), expect=2)
+        assert [(r["action"], r["entity"]["path"]) for r in doc["rows"]] == [("add", new.path())]
+        assert doc["defaultCluster"] == {
+            "name": stack.cluster,
+            "source": "the operator's, from ConfigMap kquota-system/kquota-operator",
+        }
+
+        # Where no operator published its settings, plan refuses to guess.
+        code, _, err = kquota("plan", "-f", str(manifest), *cluster, "--ledger-namespace", f"nothing-{tag}")
+        assert code == 1
+        assert f"no ConfigMap nothing-{tag}/kquota-operator" in err
+        assert "pass --default-cluster NAME" in err
+    finally:
+        stack.kube.kubectl("delete", "clientquota", "managed", "-n", ns, "--timeout=60s", check=False)
+
+
+def test_plan_piped_into_head_exits_with_its_own_code(stack: Stack, tmp_path: Path) -> None:
+    """``kquota plan | head -n 3``: far more rows than a pipe holds, no traceback, and still exit 2 (changes)."""
+    tag = uuid.uuid4().hex[:6]
+    quotas = [
+        client_quota("team-a", f"q-{i}", {"user": {"name": f"cli-pipe-{tag}-{i}"}}, {"producerByteRate": 1024})
+        for i in range(1500)
+    ]
+    manifest = tmp_path / "many.yaml"
+    manifest.write_text("\n---\n".join(json.dumps(q) for q in quotas))
+    command = [
+        sys.executable, "-m", "kquota.cli.main", "plan", "-f", str(manifest),
+        "--bootstrap-server", stack.kafka.bootstrap, "--entity", f"users/cli-pipe-{tag}-*",
+    ]  # fmt: skip
+    script = " ".join(f"'{a}'" for a in command) + ' | head -n 3; echo "exit=${PIPESTATUS[0]}" >&2'
+    result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=180, check=False)
+    assert result.stdout.startswith("Plan for "), result.stdout
+    assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr, result.stderr
+    assert result.stderr.strip().endswith("exit=2"), result.stderr
 
 
 # --- explain against what the broker enforces -----------------------------------------

@@ -23,6 +23,7 @@ from harness.kube_apiserver import KubeAPIServer
 from harness.operator_proc import OperatorProcess, apply, client_quota, wait_for
 from harness.stack import Stack, stop_stack
 
+from kquota import __version__
 from kquota.domain.entities import Entity, QuotaKey
 from tests.e2e import test_reconcile as scenarios
 from tests.e2e.test_helm import CHART, Helm
@@ -154,6 +155,14 @@ def test_ledger_is_kept_in_the_release_namespace(sa_stack: Stack, release: Relea
         "get", "configmaps", "-n", release.namespace, "-l", f"kquota.io/ledger={release.cluster}", "-o", "name"
     ).stdout
     assert f"kquota-ledger-{release.cluster}-" in ledger
+
+
+def test_the_operator_publishes_its_default_cluster(sa_stack: Stack, release: Release) -> None:
+    """The chart's Role lets the operator write ConfigMap kquota-operator, where kquota plan reads the default."""
+    cm = json.loads(
+        sa_stack.kube.kubectl("get", "configmap", "kquota-operator", "-n", release.namespace, "-o", "json").stdout
+    )
+    assert json.loads(cm["data"]["settings.json"]) == {"defaultCluster": release.cluster, "version": __version__}
 
 
 def test_exactly_one_replica_is_active_and_a_standby_takes_over(

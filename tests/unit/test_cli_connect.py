@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import socket
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,8 +17,13 @@ from kquota.cli.connect import (
     direct_connection,
     parse_jaas,
     parse_properties,
+    probe,
+    read_live,
     settings_from_properties,
+    split_address,
 )
+from kquota.cli.main import main
+from kquota.kafka.quotas import ConnectionSettings
 
 SECRET = 's3cr=t;"quoted"'
 
@@ -145,3 +154,105 @@ def test_defaults_follow_the_operator_environment(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("KQUOTA_DEFAULT_CLUSTER", "prod")
     args = parse([])
     assert (args.ledger_namespace, args.default_cluster) == ("ops", "prod")
+
+
+# --- reaching the brokers: the cause, at once --------------------------------------------
+
+
+def closed_port() -> int:
+    """A local port nothing listens on (bound once to pick it, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+def test_a_refused_port_fails_at_once_naming_the_cause() -> None:
+    port = closed_port()
+    started = time.monotonic()
+    with pytest.raises(TargetError) as info:
+        read_live(ConnectionSettings(f"127.0.0.1:{port}", connect_timeout_ms=30_000, request_timeout_ms=30_000))
+    assert time.monotonic() - started < 5
+    assert str(info.value) == (
+        f"cannot reach any bootstrap server: 127.0.0.1:{port}: connection refused "
+        f"(nothing listens on port {port} of 127.0.0.1)"
+    )
+
+
+def test_plan_against_a_refused_port_says_so_in_seconds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "q.yaml").write_text(
+        "apiVersion: kquota.io/v1alpha1\nkind: ClientQuota\nmetadata: {name: a, namespace: t}\n"
+        "spec: {entity: {user: {name: alice}}, quota: {producerByteRate: 1Mi}}\n"
+    )
+    port = closed_port()
+    started = time.monotonic()
+    code = main(["plan", "-f", str(tmp_path), "--bootstrap-server", f"127.0.0.1:{port}"])
+    assert (code, time.monotonic() - started < 5) == (1, True)
+    assert f"127.0.0.1:{port}: connection refused" in capsys.readouterr().err
+
+
+def fake_connect(outcomes: dict[str, OSError | None]) -> Any:
+    def connect(address: tuple[str, int], timeout: float) -> None:
+        outcome = outcomes[address[0]]
+        if outcome is not None:
+            raise outcome
+
+    return connect
+
+
+@pytest.mark.parametrize(
+    ("servers", "outcomes", "message"),
+    [
+        pytest.param(
+            "kafka-0.example:9092,kafka-1.example:9093",
+            {
+                "kafka-0.example": socket.gaierror(socket.EAI_NONAME, "Name or service not known"),
+                "kafka-1.example": ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused"),
+            },
+            "cannot reach any bootstrap server: kafka-0.example:9092: DNS lookup of kafka-0.example failed "
+            "(Name or service not known); kafka-1.example:9093: connection refused "
+            "(nothing listens on port 9093 of kafka-1.example)",
+            id="every address is named with its own cause, in the order given",
+        ),
+        pytest.param(
+            "10.0.0.1",
+            {"10.0.0.1": TimeoutError("timed out")},
+            "cannot reach any bootstrap server: 10.0.0.1: "
+            "no answer within 2.5 s (timeout; a firewall, or the wrong host)",
+            id="a timeout says how long it waited; a bare host means port 9092 as in kafka-python",
+        ),
+        pytest.param(
+            "[::1]:9094",
+            {"::1": OSError(errno.ENETUNREACH, "Network is unreachable")},
+            "cannot reach any bootstrap server: [::1]:9094: cannot connect: Network is unreachable",
+            id="any other socket error is quoted",
+        ),
+    ],
+)
+def test_probe_names_each_address_and_its_cause(servers: str, outcomes: dict[str, OSError], message: str) -> None:
+    with pytest.raises(TargetError) as info:
+        probe(servers, 2.5, fake_connect(outcomes))
+    assert str(info.value) == message
+
+
+def test_one_answering_server_is_enough() -> None:
+    outcomes: dict[str, OSError | None] = {"down": ConnectionRefusedError(errno.ECONNREFUSED, "refused"), "up": None}
+    probe("down:9092,up:9092", 1, fake_connect(outcomes))  # no error
+
+
+@pytest.mark.parametrize(
+    ("server", "address"),
+    [
+        pytest.param("kafka:9093", ("kafka", 9093), id="host:port"),
+        pytest.param(" kafka ", ("kafka", 9092), id="a bare host gets Kafka's port"),
+        pytest.param("[fe80::1]:9094", ("fe80::1", 9094), id="a bracketed IPv6 address"),
+        pytest.param("fe80::1", ("fe80::1", 9092), id="a bare IPv6 address"),
+    ],
+)
+def test_split_address(server: str, address: tuple[str, int]) -> None:
+    assert split_address(server) == address
+
+
+def test_a_port_that_is_not_a_number_is_refused() -> None:
+    with pytest.raises(TargetError, match="the port is not a number"):
+        split_address("kafka:90x2")

@@ -136,6 +136,17 @@ def test_offline_from_manifests(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert "connection_creation_rate" not in keys
 
 
+def test_json_values_are_integers_when_whole(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "q.yaml").write_text(MANIFESTS)
+    assert main(["explain", "-f", str(tmp_path), "--user", "alice", "--client-id", "app", "-o", "json"]) == 0
+    text = capsys.readouterr().out
+    keys = {k["key"]: k for k in json.loads(text)["keys"]}
+    assert type(keys["producer_byte_rate"]["value"]) is int
+    assert all(type(o["value"]) is int for o in keys["producer_byte_rate"]["overrides"])
+    assert '"value": 10485760,' in text
+    assert ".0," not in text
+
+
 def test_the_ip_ladder_needs_an_ip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "q.yaml").write_text(MANIFESTS)
     doc = run_json(["explain", "-f", str(tmp_path), "--ip", "192.0.2.10"], capsys)

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kquota.cli import common
 from kquota.cli import plan as plan_cmd
 from kquota.cli.connect import Target
 from kquota.cli.main import main
@@ -216,6 +217,61 @@ def test_the_older_resource_wins_a_key_and_the_loser_is_noted() -> None:
 
 
 @pytest.mark.parametrize(
+    ("flags", "live", "code", "summary"),
+    [
+        pytest.param(
+            [],
+            {ALICE: {P: 1024.0}},
+            0,
+            "No changes: the brokers already match. 1 key already set become owned by kquota; "
+            "1 conflict: the older resource wins (see Notes).",
+            id="a conflict alone exits 0 without the flag, but the summary counts it",
+        ),
+        pytest.param(
+            ["--fail-on-conflict"],
+            {ALICE: {P: 1024.0}},
+            2,
+            None,
+            id="with --fail-on-conflict a conflict exits 2 though the brokers already match",
+        ),
+        pytest.param(
+            ["--fail-on-conflict", "--entity", "users/bob"],
+            {ALICE: {P: 1024.0}},
+            0,
+            "No changes: the brokers already match.",
+            id="a conflict outside --entity does not count",
+        ),
+    ],
+)
+def test_fail_on_conflict(
+    flags: list[str],
+    live: Quotas,
+    code: int,
+    summary: str | None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Two new resources set producer_byte_rate of alice: of equal age, the first by name wins."""
+    (tmp_path / "a.yaml").write_text(VALID.replace("name: a,", "name: first,").replace("10Mi", "1Ki"))
+    (tmp_path / "b.yaml").write_text(VALID.replace("name: a,", "name: second,").replace("10Mi", "2Ki"))
+
+    async def load_target(args: Any, with_claimants: bool = True) -> Target:
+        return Target(CONN, cluster="prod", ledger={}, claimants=[])
+
+    monkeypatch.setattr(plan_cmd, "load_target", load_target)
+    monkeypatch.setattr(plan_cmd, "read_live", lambda connection, topics=(): (live, {}))
+    args = ["plan", "-f", str(tmp_path), "--bootstrap-server", "kafka:9092", "--default-cluster", "prod"]
+    assert main([*args, *flags, "-o", "json"]) == code
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["changes"] == 0
+    if summary is not None:
+        assert doc["summary"] == summary
+    assert doc["conflicts"] == (0 if "users/bob" in flags else 1)
+    assert any("ClientQuota team-a/second: producer_byte_rate on users/alice is set by" in n for n in doc["notes"])
+
+
+@pytest.mark.parametrize(
     ("claimant", "grants", "protection", "note"),
     [
         pytest.param(
@@ -287,6 +343,33 @@ def test_text_and_json_output() -> None:
         "resource": {"kind": "ClientQuota", "namespace": "team-a", "name": "a"},
         "note": "",
     }
+
+
+def test_json_values_are_integers_when_whole() -> None:
+    """Byte rates are doubles inside (Kafka's type); the JSON a script reads carries the exact integer."""
+    big = float(2**60)  # above 2^53: %g or float formatting would show 1.15292e+18
+    target = Target(CONN, cluster="prod", ledger={ALICE: {P: 10485760.0, R: 33.3}}, claimants=[])
+    manifests = [res("a", ALICE, {P: 20971520.0, C: big, R: 50.0})]
+    report, _ = make_report(target, manifests, {ALICE: {P: 10485760.0, R: 33.3}})
+    out = io.StringIO()
+    common.dump_json(to_json(report), out)
+    text = out.getvalue()
+    rows = {r["key"]: r for r in json.loads(text)["rows"]}
+    assert (rows["producer_byte_rate"]["live"], rows["producer_byte_rate"]["desired"]) == (10485760, 20971520)
+    assert type(rows["producer_byte_rate"]["desired"]) is int
+    assert type(rows["consumer_byte_rate"]["desired"]) is int
+    assert rows["consumer_byte_rate"]["desired"] == 2**60
+    assert type(rows["request_percentage"]["live"]) is float
+    assert '"desired": 20971520,' in text
+    assert '"desired": 1152921504606846976,' in text
+    assert '"live": 33.3,' in text
+    assert ".0," not in text
+    assert "e+" not in text
+
+    table = io.StringIO()
+    render_text(report, Term(table, color=False))
+    assert "1152921504606846976" in table.getvalue()
+    assert "e+" not in table.getvalue()
 
 
 def test_broker_rejections_make_the_exit_code_an_error() -> None:

@@ -88,6 +88,12 @@ def test_table_aligns_wide_and_coloured_cells() -> None:
         (QuotaKey.REQUEST_PERCENTAGE, 33.3, "33.3"),
         (QuotaKey.CONNECTION_CREATION_RATE, 2048.0, "2048"),
         (QuotaKey.CONTROLLER_MUTATION_RATE, None, "-"),
+        # Past what a manifest can carry (2^53-1) still the exact integer the broker holds, never 1e+20.
+        (QuotaKey.PRODUCER_BYTE_RATE, 1e20, "100000000000000000000"),
+        (QuotaKey.REQUEST_PERCENTAGE, 1e20, "100000000000000000000"),
+        (QuotaKey.PRODUCER_BYTE_RATE, 20971520.5, "20971520.5"),
+        (QuotaKey.CONTROLLER_MUTATION_RATE, 1234567.891, "1234567.891"),
+        (QuotaKey.CONTROLLER_MUTATION_RATE, 1e-7, "1e-07"),
     ],
 )
 def test_value_text(key: QuotaKey, value: float | None, text: str) -> None:

@@ -18,21 +18,32 @@ Three ways, combinable:
 
 Credentials never reach the output: :class:`ConnectionSettings` keeps the
 password out of its repr, and no message here quotes a property value.
+
+Before kafka-python is given the bootstrap servers, each is tried with a
+plain TCP connect (:func:`probe`): kafka-python retries a refused port or an
+unknown host until its timeout and then says only "Unable to bootstrap",
+while a CI log should say at once which address failed and why.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import os
+import queue
 import re
-from collections.abc import Mapping, Sequence
+import socket
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from kquota.cli import common
 from kquota.cli.sources import PLURALS, Claimant, claimant_from_object
 from kquota.domain.entities import Entity, QuotaKey
+from kquota.domain.explain import number
 from kquota.domain.plan import Protection, UnmanagedPolicy
 from kquota.domain.tenancy import Grant
 from kquota.kafka.quotas import (
@@ -46,9 +57,13 @@ from kquota.kafka.quotas import (
 
 if TYPE_CHECKING:
     from kquota.k8s.api import Kube
+    from kquota.k8s.published import PublishedSettings
+
+#: The ConfigMap where the operator publishes its default cluster (kquota.k8s.published.NAME, which
+#: imports the Kubernetes client: offline commands do not pay for it).
+PUBLISHED_NAME: Final = "kquota-operator"
 
 DEFAULT_LEDGER_NAMESPACE: Final = "kquota-system"
-DEFAULT_CLUSTER: Final = "default"
 SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
@@ -220,8 +235,9 @@ def add_connection_args(parser: argparse.ArgumentParser, kube_help: str) -> None
     group.add_argument(
         "--default-cluster",
         metavar="NAME",
-        default=os.environ.get("KQUOTA_DEFAULT_CLUSTER", DEFAULT_CLUSTER),
-        help="the operator's default KafkaCluster, for resources without clusterRef (default %(default)s)",
+        default=os.environ.get("KQUOTA_DEFAULT_CLUSTER") or None,
+        help="the operator's default KafkaCluster, for resources without clusterRef (default $KQUOTA_DEFAULT_CLUSTER, "
+        "else what the operator publishes in ConfigMap kquota-operator of --ledger-namespace)",
     )
     group.add_argument(
         "--timeout", type=float, default=30.0, metavar="SECONDS", help="Kafka connect and request timeout"
@@ -262,6 +278,12 @@ class Target:
     #: The quota resources in the Kubernetes cluster that target this KafkaCluster.
     claimants: list[Claimant] | None = None
     ledger_namespace: str = DEFAULT_LEDGER_NAMESPACE
+    #: With --cluster, why the ledger could not be read (when the command could do without it).
+    ledger_problem: str | None = None
+    #: The operator's default cluster (resources without clusterRef target it), when known.
+    default_cluster: str | None = None
+    #: Where ``default_cluster`` comes from, in words.
+    default_cluster_source: str | None = None
 
     def describe(self) -> str:
         where = self.connection.bootstrap_servers
@@ -293,7 +315,55 @@ def _api_error(exc: Exception, what: str) -> TargetError:
     return TargetError(f"{what}: cannot reach the Kubernetes API: {type(exc).__name__}: {exc}")
 
 
-async def _from_kubernetes(args: argparse.Namespace, with_claimants: bool) -> Target:
+def choose_default_cluster(
+    flag: str | None, published: PublishedSettings | None, problem: str | None, namespace: str
+) -> tuple[str, str, str | None]:
+    """The default cluster, where it comes from, and a warning when the flag and the operator disagree.
+
+    ``flag`` is --default-cluster (or $KQUOTA_DEFAULT_CLUSTER); ``published``
+    what the operator wrote in ConfigMap kquota-operator, None when absent or
+    unreadable (``problem`` says why). Without either there is no guessing:
+    a wrong default cluster puts every resource without clusterRef on the
+    wrong cluster, and the plan shows removals that will not happen.
+    """
+    where = f"ConfigMap {namespace}/{PUBLISHED_NAME}"
+    if flag:
+        warning = None
+        if published is not None and published.default_cluster != flag:
+            warning = (
+                f"--default-cluster {flag} is not the operator's: it runs with {published.default_cluster} "
+                f"({where}); using {flag} as asked"
+            )
+        return flag, "--default-cluster", warning
+    if published is not None:
+        return published.default_cluster, f"the operator's, from {where}", None
+    why = problem or f"no {where}: no kquota operator that publishes it has started with this ledger namespace"
+    raise TargetError(
+        f"the operator's default cluster is unknown ({why}); pass --default-cluster NAME, the operator's "
+        "KQUOTA_DEFAULT_CLUSTER (Helm: operator.defaultCluster, else the first of kafka.clusters), or "
+        "--ledger-namespace if the operator runs in another namespace"
+    )
+
+
+async def _default_cluster(kube: Kube, args: argparse.Namespace) -> tuple[str, str]:
+    """:func:`choose_default_cluster` with the ConfigMap read from the cluster (a mismatch is warned about)."""
+    from kquota.k8s.published import read
+
+    found: PublishedSettings | None = None
+    problem: str | None = None
+    try:
+        found = await read(kube, args.ledger_namespace)
+    except ValueError as exc:
+        problem = f"ConfigMap {args.ledger_namespace}/{PUBLISHED_NAME} cannot be read: {exc}"
+    except Exception as exc:  # noqa: BLE001 - translated into a message for the user
+        problem = str(_api_error(exc, f"ConfigMap {args.ledger_namespace}/{PUBLISHED_NAME}"))
+    name, source, warning = choose_default_cluster(args.default_cluster, found, problem, args.ledger_namespace)
+    if warning:
+        common.warn(warning)
+    return name, source
+
+
+async def _from_kubernetes(args: argparse.Namespace, with_claimants: bool, need_ledger: bool) -> Target:
     from kquota.k8s.api import SecretNotFound
     from kquota.k8s.ledger import LedgerStore
     from kquota.reconcile.build import cluster_config
@@ -309,21 +379,28 @@ async def _from_kubernetes(args: argparse.Namespace, with_claimants: bool) -> Ta
             body = await kube.get_cluster_object("kafkaclusters", name)
         except Exception as exc:  # noqa: BLE001 - translated into a message for the user
             raise _api_error(exc, f"KafkaCluster {name}") from None
-        settings = OperatorSettings(namespace=args.ledger_namespace, default_cluster=args.default_cluster)
+        settings = OperatorSettings(namespace=args.ledger_namespace)
         try:
             cfg = await cluster_config(body, kube, settings)
         except SecretNotFound as exc:
             raise TargetError(f"KafkaCluster {name}: {exc}") from None
         if cfg is None:
             raise TargetError(f"KafkaCluster {name} has an invalid spec")
+        ledger: Quotas | None = None
+        ledger_problem: str | None = None
         try:
             ledger = await LedgerStore(kube, args.ledger_namespace, name).load()
         except ValueError as exc:
-            raise TargetError(f"the ownership ledger of {name} cannot be read: {exc}") from None
+            ledger_problem = f"the ownership ledger of {name} cannot be read: {exc}"
         except Exception as exc:  # noqa: BLE001 - translated into a message for the user
-            raise _api_error(exc, f"ownership ledger in namespace {args.ledger_namespace}") from None
+            ledger_problem = str(_api_error(exc, f"ownership ledger in namespace {args.ledger_namespace}"))
+        if ledger_problem is not None and need_ledger:
+            raise TargetError(ledger_problem)
         claimants: list[Claimant] | None = None
+        default_cluster: str | None = None
+        default_source: str | None = None
         if with_claimants:
+            default_cluster, default_source = await _default_cluster(kube, args)
             claimants = []
             for kind, plural in PLURALS.items():
                 try:
@@ -331,7 +408,7 @@ async def _from_kubernetes(args: argparse.Namespace, with_claimants: bool) -> Ta
                 except Exception as exc:  # noqa: BLE001 - translated into a message for the user
                     raise _api_error(exc, f"listing {plural}") from None
                 for item in listing.get("items") or []:
-                    found = claimant_from_object(kind, item, args.default_cluster)
+                    found = claimant_from_object(kind, item, default_cluster)
                     if found.cluster == name:
                         claimants.append(found)
     finally:
@@ -358,17 +435,109 @@ async def _from_kubernetes(args: argparse.Namespace, with_claimants: bool) -> Ta
         ledger=ledger,
         claimants=claimants,
         ledger_namespace=args.ledger_namespace,
+        ledger_problem=ledger_problem,
+        default_cluster=default_cluster,
+        default_cluster_source=default_source,
     )
 
 
-async def load_target(args: argparse.Namespace, with_claimants: bool = True) -> Target:
-    """The cluster the flags name; with --cluster, everything Kubernetes knows about it."""
+async def load_target(args: argparse.Namespace, with_claimants: bool = True, need_ledger: bool = True) -> Target:
+    """The cluster the flags name; with --cluster, everything Kubernetes knows about it.
+
+    An ownership ledger that cannot be read is an error, unless ``need_ledger``
+    is False: then ``Target.ledger`` is None and ``Target.ledger_problem`` says why.
+    """
     if args.cluster:
-        return await _from_kubernetes(args, with_claimants)
+        return await _from_kubernetes(args, with_claimants, need_ledger)
     direct = direct_connection(args)
     if direct is None:
         raise TargetError("no cluster: give --bootstrap-server (and --command-config), or --cluster NAME")
-    return Target(connection=direct, ledger_namespace=args.ledger_namespace)
+    source = "--default-cluster" if args.default_cluster else None
+    return Target(
+        connection=direct,
+        ledger_namespace=args.ledger_namespace,
+        default_cluster=args.default_cluster,
+        default_cluster_source=source,
+    )
+
+
+# --- reaching the brokers ----------------------------------------------------------
+
+#: The port kafka-python assumes for a bootstrap server given without one.
+DEFAULT_KAFKA_PORT: Final = 9092
+
+
+def split_address(server: str) -> tuple[str, int]:
+    """``host:port``, ``[v6]:port`` or ``host`` (port 9092, as kafka-python) as (host, port)."""
+    server = server.strip()
+    if server.startswith("["):
+        host, _, rest = server[1:].partition("]")
+        port = rest.removeprefix(":")
+    elif server.count(":") == 1:
+        host, port = server.split(":")
+    else:  # a bare host name, or a bare IPv6 address
+        host, port = server, ""
+    if not port:
+        return host, DEFAULT_KAFKA_PORT
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise TargetError(f"bootstrap server {server!r}: the port is not a number from 1 to 65535")
+    return host, int(port)
+
+
+def connect_failure(host: str, port: int, exc: OSError, timeout: float) -> str:
+    """Why a TCP connect to ``host:port`` failed, in words a CI log can act on."""
+    if isinstance(exc, socket.gaierror):
+        return f"DNS lookup of {host} failed ({exc.strerror or exc})"
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {number(timeout)} s (timeout; a firewall, or the wrong host)"
+    if isinstance(exc, ConnectionRefusedError) or exc.errno == errno.ECONNREFUSED:
+        return f"connection refused (nothing listens on port {port} of {host})"
+    return f"cannot connect: {exc.strerror or exc}"
+
+
+Connector = Callable[[tuple[str, int], float], object]
+
+
+def _tcp_connect(address: tuple[str, int], timeout: float) -> object:
+    with socket.create_connection(address, timeout=timeout):
+        return None
+
+
+def probe(bootstrap_servers: str, timeout: float, connect: Connector = _tcp_connect) -> None:
+    """Raise TargetError, naming each address and its cause, when no bootstrap server accepts a TCP connection.
+
+    All are tried at once, each for at most ``timeout`` seconds (what
+    kafka-python would wait for it anyway), and the first that answers ends
+    the probe: the brokers it names are kafka-python's business from there.
+    """
+    servers = [s.strip() for s in bootstrap_servers.split(",") if s.strip()]
+    addresses = [split_address(s) for s in servers]
+    results: queue.Queue[tuple[int, str | None]] = queue.Queue()
+
+    def attempt(i: int) -> None:
+        host, port = addresses[i]
+        try:
+            connect((host, port), timeout)
+        except OSError as exc:  # socket.gaierror and TimeoutError are OSErrors
+            results.put((i, connect_failure(host, port, exc, timeout)))
+        except Exception as exc:  # noqa: BLE001 - e.g. UnicodeError: a host name IDNA cannot encode
+            results.put((i, f"cannot connect: {type(exc).__name__}: {exc}"))
+        else:
+            results.put((i, None))
+
+    # Daemon threads, not a pool: once one server answers, the others' attempts
+    # may run on to their timeout without holding up the command or its exit.
+    for i in range(len(addresses)):
+        threading.Thread(target=attempt, args=(i,), name=f"kquota-probe-{i}", daemon=True).start()
+    failures: dict[int, str] = {}
+    for _ in addresses:
+        i, why = results.get()
+        if why is None:
+            return
+        failures[i] = why
+    if failures:
+        causes = "; ".join(f"{servers[i]}: {failures[i]}" for i in range(len(servers)))
+        raise TargetError(f"cannot reach any bootstrap server: {causes}")
 
 
 def _admin(connection: ConnectionSettings) -> QuotaAdmin:
@@ -381,6 +550,7 @@ Leaders = dict[str, dict[int, int]]
 
 def read_live(connection: ConnectionSettings, topics: Sequence[str] = ()) -> tuple[Quotas, Leaders]:
     """Every quota on the brokers, and the leader layout of ``topics`` (for TopicQuotas)."""
+    probe(connection.bootstrap_servers, connection.connect_timeout_ms / 1000)
     admin = _admin(connection)
     try:
         return admin.describe_all(), admin.topic_leaders(list(topics))

@@ -23,7 +23,7 @@ from typing import Any, Final
 from kquota.cli import common
 from kquota.cli.connect import Quotas, TargetError, add_connection_args, has_connection, load_target, read_live
 from kquota.cli.plan import load_manifests, overlay, select, topics_of
-from kquota.cli.sources import Claimant, with_topic_layouts
+from kquota.cli.sources import Claimant, bind_default_cluster, with_topic_layouts
 from kquota.cli.term import Cell, Term, safe, value_text
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.explain import Candidate, KeyExplanation, Owner, Ownership, explain, owner_of, shared_by
@@ -90,7 +90,12 @@ def _owner_json(owner: Owner) -> dict[str, Any]:
 
 
 def _candidate_json(c: Candidate) -> dict[str, Any]:
-    return {"level": c.level, "entity": common.entity_json(c.entity), "value": c.value, "owner": _owner_json(c.owner)}
+    return {
+        "level": c.level,
+        "entity": common.entity_json(c.entity),
+        "value": common.json_number(c.value),
+        "owner": _owner_json(c.owner),
+    }
 
 
 def to_json(
@@ -102,7 +107,7 @@ def to_json(
         "keys": [
             {
                 "key": e.key.value,
-                "value": e.winner.value if e.winner else None,
+                "value": common.json_number(e.winner.value) if e.winner else None,
                 "unlimited": e.winner is None,
                 "level": e.winner.level if e.winner else None,
                 "levelName": e.level_name,
@@ -186,6 +191,7 @@ def run(args: argparse.Namespace) -> int:
     if has_connection(args):
         try:
             target = asyncio.run(load_target(args))
+            manifests = bind_default_cluster(manifests, target.default_cluster)
             live, leaders = read_live(target.connection, topics_of(manifests, target.claimants))
         except TargetError as exc:
             return common.error(str(exc))

@@ -7,7 +7,9 @@ starts fast.
 
 Exit codes: 0 success, 1 error (usage errors too: argparse's usual 2 would
 read as "changes" to a CI step running ``kquota plan``), 2 from ``plan``
-when there are changes.
+when there are changes. A reader that closes the pipe early (``kquota plan |
+head``) changes none of them: the command stops writing, prints no
+traceback, and exits as it would have.
 """
 
 from __future__ import annotations
@@ -125,9 +127,17 @@ def add_advisor_subcommands(sub: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    result: int = args.func(args)
-    return result
+    from kquota.cli.common import quiet_on_closed_pipe
+
+    # --help, --version and usage errors write too: they are inside the guard.
+    with quiet_on_closed_pipe():
+        args = build_parser().parse_args(argv)
+        if args.command != "operator":
+            result: int = args.func(args)
+            return result
+    # A long-running service: its logging owns the streams.
+    operator_result: int = args.func(args)
+    return operator_result
 
 
 if __name__ == "__main__":

@@ -12,8 +12,16 @@ Without ``--cluster`` there is no ledger: nothing counts as owned, keys the
 manifests do not set are listed as left alone, and removals are not
 computed. The output says so.
 
-Exit codes, for CI: 0 no change to the brokers, 2 changes, 1 error
-(including a change the brokers reject under ``--broker-validate``).
+Resources without ``clusterRef`` target the operator's default cluster:
+``--default-cluster``, else what the operator published in ConfigMap
+``kquota-operator`` (:mod:`kquota.k8s.published`); with ``--cluster`` and
+neither, plan refuses rather than guess, since a wrong guess shows removals
+that will not happen.
+
+Exit codes, for CI: 0 no change to the brokers, 2 changes (or, with
+``--fail-on-conflict``, a conflict: two resources setting the same key, where
+only the older one takes effect), 1 error (including a change the brokers
+reject under ``--broker-validate``).
 """
 
 from __future__ import annotations
@@ -27,7 +35,14 @@ from typing import Any, Final
 
 from kquota.cli import common
 from kquota.cli.connect import Quotas, Target, TargetError, add_connection_args, broker_validate, load_target, read_live
-from kquota.cli.sources import Claimant, SourceError, load_claimants, with_topic_layouts
+from kquota.cli.sources import (
+    UNRESOLVED_DEFAULT,
+    Claimant,
+    SourceError,
+    bind_default_cluster,
+    load_claimants,
+    with_topic_layouts,
+)
 from kquota.cli.term import Cell, Term, safe, value_text
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.plan import (
@@ -51,8 +66,9 @@ examples:
   kquota plan -f quotas/ --cluster prod --bootstrap-server localhost:9092   # through a port-forward
   kquota plan -f alice.yaml --bootstrap-server kafka:9092 --command-config admin.properties
   kquota plan -f quotas/ --cluster prod --broker-validate -o json
+  kquota plan -f quotas/ --cluster prod --fail-on-conflict   # a resource that loses a key fails CI
 
-exit codes: 0 no change to the brokers, 2 changes, 1 error.
+exit codes: 0 no change to the brokers, 2 changes (with --fail-on-conflict: or a conflict), 1 error.
 """
 
 
@@ -101,6 +117,12 @@ class Report:
     #: Entity path -> the broker's complaint, from --broker-validate.
     rejected: dict[str, str] = field(default_factory=dict)
     validated: bool = False
+    #: Keys a resource sets but loses to an older resource, on the entities shown (each also a note).
+    conflicts: int = 0
+    #: --fail-on-conflict: a conflict makes the exit code 2, as a change does.
+    fail_on_conflict: bool = False
+    #: The cluster resources without clusterRef target, and where that comes from; None when unknown.
+    default_cluster: tuple[str, str] | None = None
 
     @property
     def changes(self) -> list[Row]:
@@ -109,7 +131,9 @@ class Report:
     def exit_code(self) -> int:
         if self.rejected:
             return common.ERROR
-        return common.CHANGES if self.changes else common.OK
+        if self.changes or (self.fail_on_conflict and self.conflicts):
+            return common.CHANGES
+        return common.OK
 
 
 # --- pure parts --------------------------------------------------------------------
@@ -164,14 +188,16 @@ def select(
     return entries, notes
 
 
-def conflict_notes(claims: ClaimResolution) -> list[str]:
+def conflict_notes(claims: ClaimResolution) -> list[tuple[Entity, str]]:
+    """Each key a resource loses to an older one: the entity, and a note saying who wins."""
     out = []
     for loser, infos in sorted(claims.conflicts.items(), key=lambda item: str(item[0])):
         for info in infos:
-            out.append(
+            note = (
                 f"{loser}: {info.key.value} on {info.entity.path()} is set by {info.winner} "
                 "(the older resource wins); this resource does not set it"
             )
+            out.append((info.entity, note))
     return out
 
 
@@ -259,8 +285,14 @@ def make_report(
         ledger_text = f"{common.plural(owned, 'key')} owned (namespace {target.ledger_namespace})"
         if target.policy is UnmanagedPolicy.ADOPT:
             notes.append("unmanaged policy Adopt: keys no resource sets are removed")
-    notes.extend(conflict_notes(claims))
-    return Report(target.describe(), ledger_text, rows, notes), the_plan
+    conflicts = conflict_notes(claims)
+    notes.extend(note for _, note in conflicts)
+    shown = sum(1 for entity, _ in conflicts if common.entity_selected(entity, globs))
+    default = (
+        (target.default_cluster, target.default_cluster_source or "") if target.default_cluster is not None else None
+    )
+    report = Report(target.describe(), ledger_text, rows, notes, conflicts=shown, default_cluster=default)
+    return report, the_plan
 
 
 def alterations(report: Report, the_plan: Plan) -> list[EntityAlteration]:
@@ -293,12 +325,17 @@ def summary(report: Report) -> str:
         extra.append(f"{common.plural(counts[Action.UNMANAGED], 'unmanaged key')} left alone")
     if counts[Action.PROTECTED]:
         extra.append(f"{common.plural(counts[Action.PROTECTED], 'protected entity', 'protected entities')} skipped")
+    if report.conflicts:
+        extra.append(f"{common.plural(report.conflicts, 'conflict')}: the older resource wins (see Notes)")
     return text + (" " + "; ".join(extra) + "." if extra else "")
 
 
 def render_text(report: Report, t: Term) -> None:
     t.write(f"Plan for {safe(report.target)}", "bold")
     t.write(f"ownership ledger: {report.ledger}" if report.ledger else "ownership ledger: not available")
+    if report.default_cluster is not None:
+        name, source = report.default_cluster
+        t.write(f"default cluster (resources without clusterRef): {safe(name)} ({source})")
     if report.rows:
         t.write()
         table: list[list[Cell]] = []
@@ -329,14 +366,20 @@ def to_json(report: Report) -> dict[str, Any]:
     return {
         "target": report.target,
         "ledger": report.ledger,
+        "defaultCluster": (
+            {"name": report.default_cluster[0], "source": report.default_cluster[1]}
+            if report.default_cluster is not None
+            else None
+        ),
         "changes": len(report.changes),
+        "conflicts": report.conflicts,
         "rows": [
             {
                 "action": r.action.value,
                 "entity": common.entity_json(r.entity),
                 "key": r.key.value if r.key else None,
-                "live": r.live,
-                "desired": r.desired,
+                "live": common.json_number(r.live),
+                "desired": common.json_number(r.desired),
                 "resource": common.ref_json(r.source),
                 "note": r.note,
             }
@@ -379,6 +422,11 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="also send the changes to the brokers with validate_only, so they check them without applying",
     )
+    p.add_argument(
+        "--fail-on-conflict",
+        action="store_true",
+        help="exit 2 also when two resources set the same key (only the older one takes effect)",
+    )
     common.add_entity_filter(p)
     add_connection_args(p, "KafkaCluster to plan against; reads its ownership ledger and resources via kubeconfig")
     common.add_output_args(p)
@@ -388,8 +436,10 @@ def add_parser(sub: Any) -> None:
 def load_manifests(args: argparse.Namespace) -> list[Claimant] | None:
     """The claims of ``-f`` manifests; None (errors printed) when any is invalid."""
     try:
+        # Manifests without clusterRef get the default cluster once it is known (bind_default_cluster).
+        default_cluster = args.default_cluster or UNRESOLVED_DEFAULT
         claims, invalid = load_claimants(
-            args.filename or [], args.recursive, args.namespace, args.default_cluster, common.now_rfc3339()
+            args.filename or [], args.recursive, args.namespace, default_cluster, common.now_rfc3339()
         )
     except SourceError as exc:
         common.error(str(exc))
@@ -405,10 +455,12 @@ def run(args: argparse.Namespace) -> int:
         return common.ERROR
     try:
         target = asyncio.run(load_target(args))
+        manifests = bind_default_cluster(manifests, target.default_cluster)
         live, leaders = read_live(target.connection, topics_of(manifests, target.claimants))
     except TargetError as exc:
         return common.error(str(exc))
     report, the_plan = make_report(target, manifests, live, args.entity, leaders)
+    report.fail_on_conflict = args.fail_on_conflict
     if args.broker_validate:
         try:
             results = broker_validate(target.connection, alterations(report, the_plan))

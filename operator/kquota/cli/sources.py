@@ -45,6 +45,11 @@ PLURALS: Final = {
 }
 
 
+#: The cluster of a manifest without clusterRef while the operator's default cluster is not known yet
+#: (it is read from the cluster, after the manifests): never a valid KafkaCluster name.
+UNRESOLVED_DEFAULT: Final = "<the operator's default cluster>"
+
+
 class SourceError(Exception):
     """A path that cannot be read or a document that is not YAML."""
 
@@ -231,6 +236,13 @@ def load_claimants(
         if c.resource is not None and (found := claimant(c.resource, namespace, default_cluster, created)) is not None
     ]
     return claims, invalid
+
+
+def bind_default_cluster(claimants: Iterable[Claimant], default_cluster: str | None) -> list[Claimant]:
+    """Manifests loaded before the default cluster was known, now targeting it (None: still unknown)."""
+    if default_cluster is None:
+        return list(claimants)
+    return [replace(c, cluster=default_cluster) if c.cluster == UNRESOLVED_DEFAULT else c for c in claimants]
 
 
 def with_topic_layouts(

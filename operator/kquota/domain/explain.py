@@ -17,6 +17,7 @@ kquota owns. :func:`owner_of` decides it from what is known:
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -58,10 +59,16 @@ class Owner:
 
 
 def number(value: float | None) -> str:
-    """A quota value without a useless ``.0``; ``-`` for none."""
+    """A quota value exactly, without a useless ``.0``; ``-`` for none.
+
+    Whole values print as integers however large (``1e+20`` would hide which
+    integer the broker holds); others in the shortest form that reads back
+    as the same double, never rounded.
+    """
     if value is None:
         return "-"
-    return str(int(value)) if float(value).is_integer() and abs(value) < 2**63 else repr(float(value))
+    value = float(value)
+    return str(int(value)) if math.isfinite(value) and value.is_integer() else repr(value)
 
 
 def owner_of(

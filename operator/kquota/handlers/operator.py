@@ -35,8 +35,10 @@ from typing import Any
 
 import kopf
 
+from kquota import __version__
 from kquota.api.resource import GROUP, VERSION
 from kquota.domain.guard import APPROVAL_ANNOTATION
+from kquota.k8s import published
 from kquota.k8s.api import Kube, connect
 from kquota.k8s.ledger import LedgerStore
 from kquota.kafka.quotas import KafkaUnavailable
@@ -86,6 +88,12 @@ async def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     Runtime.kube = Kube(await connect(Runtime.settings.kubeconfig))
     Runtime.orphans = OrphanReporter(Runtime.kube, Runtime.settings, Runtime.records, Runtime.clusters)
     Runtime.orphans.start()
+    # kquota plan reads the default cluster from here rather than guess it.
+    await published.publish_or_warn(
+        Runtime.kube,
+        Runtime.settings.namespace,
+        published.PublishedSettings(Runtime.settings.default_cluster, __version__),
+    )
 
 
 @kopf.on.cleanup()
