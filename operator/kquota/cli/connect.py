@@ -44,6 +44,7 @@ from kquota.cli import common
 from kquota.cli.sources import PLURALS, Claimant, claimant_from_object
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.explain import number
+from kquota.domain.guard import APPROVAL_ANNOTATION, GuardLimits
 from kquota.domain.plan import Protection, UnmanagedPolicy
 from kquota.domain.tenancy import Grant
 from kquota.kafka.quotas import (
@@ -58,6 +59,7 @@ from kquota.kafka.quotas import (
 if TYPE_CHECKING:
     from kquota.k8s.api import Kube
     from kquota.k8s.published import PublishedSettings
+    from kquota.reconcile.settings import OperatorSettings
 
 #: The ConfigMap where the operator publishes its default cluster (kquota.k8s.published.NAME, which
 #: imports the Kubernetes client: offline commands do not pay for it).
@@ -284,6 +286,13 @@ class Target:
     default_cluster: str | None = None
     #: Where ``default_cluster`` comes from, in words.
     default_cluster_source: str | None = None
+    #: The operator's settings as far as the CLI knows them (published ones, else the defaults).
+    settings: OperatorSettings | None = None
+    #: The operator's own principals on this cluster (always protected).
+    principals: frozenset[str] = frozenset()
+    #: The mass-removal guard's limits, and the KafkaCluster's current approval annotation.
+    guard: GuardLimits = dataclasses.field(default_factory=GuardLimits)
+    approval: str | None = None
 
     def describe(self) -> str:
         where = self.connection.bootstrap_servers
@@ -345,18 +354,20 @@ def choose_default_cluster(
     )
 
 
-async def _default_cluster(kube: Kube, args: argparse.Namespace) -> tuple[str, str]:
-    """:func:`choose_default_cluster` with the ConfigMap read from the cluster (a mismatch is warned about)."""
+async def _published(kube: Kube, args: argparse.Namespace) -> tuple[PublishedSettings | None, str | None]:
+    """The operator's published settings, or why they cannot be read."""
     from kquota.k8s.published import read
 
-    found: PublishedSettings | None = None
-    problem: str | None = None
     try:
-        found = await read(kube, args.ledger_namespace)
+        return await read(kube, args.ledger_namespace), None
     except ValueError as exc:
-        problem = f"ConfigMap {args.ledger_namespace}/{PUBLISHED_NAME} cannot be read: {exc}"
+        return None, f"ConfigMap {args.ledger_namespace}/{PUBLISHED_NAME} cannot be read: {exc}"
     except Exception as exc:  # noqa: BLE001 - translated into a message for the user
-        problem = str(_api_error(exc, f"ConfigMap {args.ledger_namespace}/{PUBLISHED_NAME}"))
+        return None, str(_api_error(exc, f"ConfigMap {args.ledger_namespace}/{PUBLISHED_NAME}"))
+
+
+def _default_cluster(args: argparse.Namespace, found: PublishedSettings | None, problem: str | None) -> tuple[str, str]:
+    """:func:`choose_default_cluster` with the ConfigMap read from the cluster (a mismatch is warned about)."""
     name, source, warning = choose_default_cluster(args.default_cluster, found, problem, args.ledger_namespace)
     if warning:
         common.warn(warning)
@@ -379,7 +390,23 @@ async def _from_kubernetes(args: argparse.Namespace, with_claimants: bool, need_
             body = await kube.get_cluster_object("kafkaclusters", name)
         except Exception as exc:  # noqa: BLE001 - translated into a message for the user
             raise _api_error(exc, f"KafkaCluster {name}") from None
-        settings = OperatorSettings(namespace=args.ledger_namespace)
+        published, published_problem = await _published(kube, args)
+        # The operator's own protected principals and guard settings, as it publishes them.
+        settings = OperatorSettings.model_construct(
+            **OperatorSettings.model_construct().model_dump()
+            | {"namespace": args.ledger_namespace}
+            | (
+                {}
+                if published is None
+                else {
+                    "protected_users": list(published.protected_users),
+                    "protected_client_ids": list(published.protected_client_ids),
+                }
+            )
+        )
+        limits = GuardLimits()
+        if published is not None and published.deletion_guard is not None:
+            limits = GuardLimits(*published.deletion_guard)
         try:
             cfg = await cluster_config(body, kube, settings)
         except SecretNotFound as exc:
@@ -400,7 +427,7 @@ async def _from_kubernetes(args: argparse.Namespace, with_claimants: bool, need_
         default_cluster: str | None = None
         default_source: str | None = None
         if with_claimants:
-            default_cluster, default_source = await _default_cluster(kube, args)
+            default_cluster, default_source = _default_cluster(args, published, published_problem)
             claimants = []
             for kind, plural in PLURALS.items():
                 try:
@@ -438,6 +465,10 @@ async def _from_kubernetes(args: argparse.Namespace, with_claimants: bool, need_
         ledger_problem=ledger_problem,
         default_cluster=default_cluster,
         default_cluster_source=default_source,
+        settings=settings,
+        principals=cfg.principals,
+        guard=limits,
+        approval=((body.get("metadata") or {}).get("annotations") or {}).get(APPROVAL_ANNOTATION),
     )
 
 

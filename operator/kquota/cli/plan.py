@@ -33,18 +33,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
+from kquota.api.kafkacluster import KafkaCluster
 from kquota.cli import common
 from kquota.cli.connect import Quotas, Target, TargetError, add_connection_args, broker_validate, load_target, read_live
 from kquota.cli.sources import (
     UNRESOLVED_DEFAULT,
+    Checked,
     Claimant,
     SourceError,
     bind_default_cluster,
     load_claimants,
+    read_documents,
+    validate_documents,
     with_topic_layouts,
 )
 from kquota.cli.term import Cell, Term, safe, value_text
 from kquota.domain.entities import Entity, QuotaKey
+from kquota.domain.guard import APPROVAL_ANNOTATION, GuardHold, guard, hold_message, removals
 from kquota.domain.plan import (
     ClaimResolution,
     DesiredEntry,
@@ -80,6 +85,10 @@ class Action(enum.StrEnum):
     OWN = "own"
     UNMANAGED = "unmanaged"
     PROTECTED = "protected"
+    #: Owned by a resource the operator refuses (NotPermitted): left as it is on the brokers.
+    KEEP = "keep"
+    #: A removal the mass-removal guard holds until the KafkaCluster approves it.
+    HELD = "held"
 
 
 CHANGING: Final = frozenset({Action.ADD, Action.CHANGE, Action.REMOVE})
@@ -90,6 +99,8 @@ STYLES: Final = {
     Action.OWN: "cyan",
     Action.UNMANAGED: "dim",
     Action.PROTECTED: "magenta",
+    Action.KEEP: "blue",
+    Action.HELD: "red bold",
 }
 
 
@@ -160,8 +171,13 @@ def select(
     cluster: str | None,
     grants: tuple[Grant, ...] | None,
     protection: Protection,
+    keep: dict[Entity, frozenset[QuotaKey] | None] | None = None,
 ) -> tuple[list[DesiredEntry], list[str]]:
-    """The entries the operator would act on, and a note for each resource it would not act on."""
+    """The entries the operator would act on, and a note for each resource it would not act on.
+
+    The keys of a resource refused by tenancy go into ``keep``: the operator
+    leaves them on the brokers as they are (see :mod:`kquota.domain.plan`).
+    """
     entries: list[DesiredEntry] = []
     notes: list[str] = []
     for c in sorted(claimants, key=lambda c: (c.ref.kind, c.ref.namespace, c.ref.name)):
@@ -175,7 +191,13 @@ def select(
         if refused is not None:
             reason, why = refused
             prefix = "not permitted: " if reason is Reason.NOT_PERMITTED else ""
-            notes.append(f"{c.ref}: {prefix}{why}; sets nothing")
+            if reason is Reason.NOT_PERMITTED and keep is not None:
+                for entity, values in c.entries:
+                    held = keep.get(entity, frozenset())
+                    keep[entity] = None if held is None else held | frozenset(values)
+                notes.append(f"{c.ref}: {prefix}{why}; sets nothing, and what it set stays on the brokers as it is")
+            else:
+                notes.append(f"{c.ref}: {prefix}{why}; sets nothing")
             continue
         entries.extend(DesiredEntry(c.ref, c.created, e, v) for e, v in c.entries)
     if cluster is None:
@@ -201,8 +223,15 @@ def conflict_notes(claims: ClaimResolution) -> list[tuple[Entity, str]]:
     return out
 
 
-def rows_of(the_plan: Plan, claims: ClaimResolution, live: Quotas, ledger: Quotas | None) -> list[Row]:
-    """The plan as rows, sorted by entity then key."""
+def rows_of(
+    the_plan: Plan,
+    claims: ClaimResolution,
+    live: Quotas,
+    ledger: Quotas | None,
+    hold: GuardHold | None = None,
+    causes: Mapping[tuple[Entity, QuotaKey], str] | None = None,
+) -> list[Row]:
+    """The plan as rows, sorted by entity then key; removals ``hold`` names are HELD rows."""
     owned = ledger or {}
     drift = {(d.entity, d.key) for d in the_plan.drift}
     rows: list[Row] = []
@@ -214,12 +243,16 @@ def rows_of(the_plan: Plan, claims: ClaimResolution, live: Quotas, ledger: Quota
             holder = claims.holders.get((change.entity, op.key))
             old = have.get(op.key)
             if op.value is None:
-                note = (
+                note = (causes or {}).get((change.entity, op.key)) or (
                     "owned by kquota; no resource sets it any more"
                     if op.key in owned.get(change.entity, {})
                     else "unmanaged policy Adopt: no resource sets it"
                 )
-                rows.append(Row(Action.REMOVE, change.entity, op.key, old, None, None, note))
+                if hold is not None and (change.entity, op.key) in hold.keys:
+                    note = f"{note}; held by the mass-removal guard until approved (id {hold.id})"
+                    rows.append(Row(Action.HELD, change.entity, op.key, old, None, None, note))
+                else:
+                    rows.append(Row(Action.REMOVE, change.entity, op.key, old, None, None, note))
                 continue
             if old is None:
                 rows.append(Row(Action.ADD, change.entity, op.key, None, op.value, holder))
@@ -244,9 +277,29 @@ def rows_of(the_plan: Plan, claims: ClaimResolution, live: Quotas, ledger: Quota
             rows.append(Row(Action.UNMANAGED, entity, key, value, None, None, note))
     for entity in the_plan.protected:
         rows.append(Row(Action.PROTECTED, entity, None, None, None, None, "protected principal; never changed"))
+    for entity, values in the_plan.kept.items():
+        for key, value in values.items():
+            note = (
+                "set by a resource the operator refuses (not permitted); kept as it is until that resource is deleted"
+            )
+            rows.append(Row(Action.KEEP, entity, key, value, None, None, note))
     order = list(QuotaKey)
     rows.sort(key=lambda r: (r.entity.sort_key(), order.index(r.key) if r.key else -1, r.action.value))
     return rows
+
+
+def removal_causes(existing: Sequence[Claimant], after: Sequence[Claimant]) -> dict[tuple[Entity, QuotaKey], str]:
+    """Why a key would be removed, where a resource explains it: the applied version no longer sets it."""
+    now = {(c.ref.kind, c.ref.namespace, c.ref.name): c for c in after}
+    causes: dict[tuple[Entity, QuotaKey], str] = {}
+    for old in existing:
+        new = now.get((old.ref.kind, old.ref.namespace, old.ref.name))
+        still = {(e, k) for e, values in (new.entries if new is not None else ()) for k in values}
+        for entity, values in old.entries:
+            for key in values:
+                if (entity, key) not in still:
+                    causes[(entity, key)] = f"{old.ref} no longer sets it"
+    return causes
 
 
 def topics_of(*groups: Sequence[Claimant] | None) -> list[str]:
@@ -268,11 +321,31 @@ def make_report(
     known = target.claimants is not None
     claimants = overlay(target.claimants or [], manifests) if known else list(manifests)
     claimants = with_topic_layouts(claimants, leaders or {})
-    entries, notes = select(claimants, target.cluster, target.grants, target.protection)
+    keep: dict[Entity, frozenset[QuotaKey] | None] = {}
+    entries, notes = select(claimants, target.cluster, target.grants, target.protection, keep)
     claims = resolve_claims(entries)
     policy = target.policy if target.ledger is not None else UnmanagedPolicy.IGNORE
-    the_plan = plan(claims.desired, live, target.ledger or {}, policy, target.protection)
-    rows = [r for r in rows_of(the_plan, claims, live, target.ledger) if common.entity_selected(r.entity, globs)]
+    the_plan = plan(claims.desired, live, target.ledger or {}, policy, target.protection, keep)
+    hold = None
+    if target.ledger is not None:
+        # The operator's guard, on the whole plan (a prune the operator sees as a stream of
+        # deletions is held the same way; see kquota.domain.guard).
+        removed = removals(the_plan.changes)
+        base = sum(len(v) for v in target.ledger.values()) + sum(
+            1 for e, k in removed if k not in target.ledger.get(e, {})
+        )
+        hold = guard(removed, base, target.guard)
+        if hold is not None and target.approval == hold.id:
+            notes.append(f"the {hold.count} removals are approved ({APPROVAL_ANNOTATION}={hold.id})")
+            hold = None
+        if hold is not None:
+            notes.append(hold_message(hold, target.cluster or "", target.guard))
+    causes = removal_causes(target.claimants or [], claimants)
+    rows = [
+        r
+        for r in rows_of(the_plan, claims, live, target.ledger, hold, causes)
+        if common.entity_selected(r.entity, globs)
+    ]
     if target.ledger is None:
         ledger_text = None
         notes.insert(
@@ -323,6 +396,12 @@ def summary(report: Report) -> str:
         extra.append(f"{common.plural(counts[Action.OWN], 'key')} already set become owned by kquota")
     if counts[Action.UNMANAGED]:
         extra.append(f"{common.plural(counts[Action.UNMANAGED], 'unmanaged key')} left alone")
+    if counts[Action.HELD]:
+        extra.append(
+            f"{common.plural(counts[Action.HELD], 'removal')} held by the mass-removal guard until approved (see Notes)"
+        )
+    if counts[Action.KEEP]:
+        extra.append(f"{common.plural(counts[Action.KEEP], 'key')} of refused resources kept as they are")
     if counts[Action.PROTECTED]:
         extra.append(f"{common.plural(counts[Action.PROTECTED], 'protected entity', 'protected entities')} skipped")
     if report.conflicts:
@@ -449,12 +528,48 @@ def load_manifests(args: argparse.Namespace) -> list[Claimant] | None:
     return None if invalid else claims
 
 
+def with_cluster_manifest(target: Target, docs: Sequence[Checked]) -> Target:
+    """``target`` with the KafkaCluster of the same name from the manifests laid over the live one.
+
+    Applying a KafkaCluster changes what the operator does with every quota of
+    that cluster (unmanaged policy, tenancy grants, protected principals), so
+    the plan must show it: the same pure :func:`cluster_policy` the operator
+    uses, with the operator's published settings and its own principals.
+    An approval annotation in the manifest replaces the live one; without it
+    the live one stays (``kubectl apply`` keeps annotations it did not set).
+    """
+    from kquota.reconcile.build import cluster_policy
+    from kquota.reconcile.settings import OperatorSettings
+
+    for c in docs:
+        if isinstance(c.resource, KafkaCluster) and c.resource.metadata.name == target.cluster:
+            settings = target.settings or OperatorSettings.model_construct()
+            grants, protection, policy = cluster_policy(c.resource, settings, target.principals)
+            annotations = c.resource.metadata.annotations or {}
+            return replace(
+                target,
+                grants=grants,
+                protection=protection,
+                policy=policy,
+                approval=annotations.get(APPROVAL_ANNOTATION, target.approval),
+            )
+    return target
+
+
+def cluster_manifests(args: argparse.Namespace) -> list[Checked]:
+    """The valid KafkaCluster documents among the ``-f`` manifests."""
+    checked, _ = validate_documents(read_documents(args.filename or [], args.recursive), args.namespace)
+    return [c for c in checked if isinstance(c.resource, KafkaCluster)]
+
+
 def run(args: argparse.Namespace) -> int:
     manifests = load_manifests(args)
     if manifests is None:
         return common.ERROR
     try:
         target = asyncio.run(load_target(args))
+        if target.cluster is not None:
+            target = with_cluster_manifest(target, cluster_manifests(args))
         manifests = bind_default_cluster(manifests, target.default_cluster)
         live, leaders = read_live(target.connection, topics_of(manifests, target.claimants))
     except TargetError as exc:

@@ -92,7 +92,18 @@ async def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     await published.publish_or_warn(
         Runtime.kube,
         Runtime.settings.namespace,
-        published.PublishedSettings(Runtime.settings.default_cluster, __version__),
+        published.PublishedSettings(
+            Runtime.settings.default_cluster,
+            __version__,
+            tuple(Runtime.settings.protected_users),
+            tuple(Runtime.settings.protected_client_ids),
+            (
+                Runtime.settings.deletion_guard,
+                Runtime.settings.deletion_guard_percent,
+                Runtime.settings.deletion_guard_max,
+                Runtime.settings.deletion_guard_min,
+            ),
+        ),
     )
 
 

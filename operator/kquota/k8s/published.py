@@ -35,10 +35,38 @@ class PublishedSettings:
 
     default_cluster: str
     version: str
+    #: Operator-wide protected principals (KQUOTA_PROTECTED_USERS / _CLIENT_IDS), on every cluster.
+    protected_users: tuple[str, ...] = ()
+    protected_client_ids: tuple[str, ...] = ()
+    #: The mass-removal guard's settings: enabled, percent, max, min (KQUOTA_DELETION_GUARD*).
+    deletion_guard: tuple[bool, float, int, int] | None = None
 
 
 def encode(settings: PublishedSettings) -> str:
-    return json.dumps({"defaultCluster": settings.default_cluster, "version": settings.version}, sort_keys=True)
+    doc: dict[str, object] = {
+        "defaultCluster": settings.default_cluster,
+        "version": settings.version,
+        "protectedUsers": list(settings.protected_users),
+        "protectedClientIds": list(settings.protected_client_ids),
+    }
+    if settings.deletion_guard is not None:
+        enabled, percent, most, least = settings.deletion_guard
+        doc["deletionGuard"] = {"enabled": enabled, "percent": percent, "max": most, "min": least}
+    return json.dumps(doc, sort_keys=True)
+
+
+def _strings(value: object) -> tuple[str, ...]:
+    return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
+
+
+def _guard(value: object) -> tuple[bool, float, int, int] | None:
+    # Written by an older operator: absent. The CLI then assumes the defaults.
+    if not isinstance(value, dict):
+        return None
+    try:
+        return (bool(value["enabled"]), float(value["percent"]), int(value["max"]), int(value["min"]))
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def decode(text: str) -> PublishedSettings:
@@ -47,7 +75,13 @@ def decode(text: str) -> PublishedSettings:
     if not isinstance(doc, dict) or not isinstance(doc.get("defaultCluster"), str) or not doc["defaultCluster"]:
         raise ValueError(f"{DATA_KEY} has no defaultCluster")
     version = doc.get("version")
-    return PublishedSettings(doc["defaultCluster"], version if isinstance(version, str) else "unknown")
+    return PublishedSettings(
+        doc["defaultCluster"],
+        version if isinstance(version, str) else "unknown",
+        _strings(doc.get("protectedUsers")),
+        _strings(doc.get("protectedClientIds")),
+        _guard(doc.get("deletionGuard")),
+    )
 
 
 async def publish(kube: Kube, namespace: str, settings: PublishedSettings) -> None:
