@@ -18,6 +18,14 @@ HEADER: Final = (
 )
 
 
+_MARKUP: Final = str.maketrans({c: "\\" + c for c in "\\`*<"})
+
+
+def _text(prose: str) -> str:
+    """A description as Markdown shows it literally: ``users/<default>`` is not an HTML tag, '*' not emphasis."""
+    return prose.translate(_MARKUP)
+
+
 def _type(node: Mapping[str, Any]) -> str:
     if node.get("x-kubernetes-int-or-string"):
         return "integer or string"
@@ -91,7 +99,7 @@ def _field(path: str, node: Mapping[str, Any], required: bool) -> list[str]:
     lines.append(" · ".join(facts))
     lines.append("")
     if node.get("description"):
-        lines.extend([node["description"], ""])
+        lines.extend([_text(node["description"]), ""])
     details = [f"- {b}" for b in _bounds(node)] + _rules(node)
     items = node.get("items")
     if isinstance(items, Mapping) and items.get("type") != "object":
@@ -130,13 +138,13 @@ def _kind(crd: Mapping[str, Any]) -> list[str]:
         facts.append("short names " + ", ".join(f"`{n}`" for n in names["shortNames"]))
     if names.get("categories"):
         facts.append("categories " + ", ".join(f"`{n}`" for n in names["categories"]))
-    lines += [" · ".join(facts), "", schema["description"], ""]
+    lines += [" · ".join(facts), "", _text(schema["description"]), ""]
     columns = version.get("additionalPrinterColumns") or []
     if columns:
         lines += ["`kubectl get` columns:", "", "| column | from | meaning |", "|---|---|---|"]
         for col in columns:
             wide = " (with `-o wide`)" if col.get("priority") else ""
-            meaning = (col.get("description") or "").replace("|", "\\|")
+            meaning = _text(col.get("description") or "").replace("|", "\\|")
             source = col["jsonPath"].replace("|", "\\|")
             lines.append(f"| {col['name']} | `{source}` | {meaning}{wide} |")
         lines.append("")

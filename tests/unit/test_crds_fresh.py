@@ -112,3 +112,28 @@ def test_a_list_item_field_without_a_crd_default_reads_absent_as_the_default() -
     grant = TenancyGrant.model_validate({"namespaces": ["team-a"], "users": ["a-*"]})
     assert grant.allow_defaults is False
     assert "default" not in crdgen.model_schema(TenancyGrant)["properties"]["allowDefaults"]
+
+
+def _field_paths(schema: dict[str, Any], path: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    yield path, schema
+    if isinstance(schema.get("items"), dict) and schema["items"].get("type") == "object":
+        schema, path = schema["items"], f"{path}[]"
+    for name, sub in (schema.get("properties") or {}).items():
+        yield from _field_paths(sub, f"{path}.{name}")
+
+
+@pytest.mark.parametrize("name", sorted(crdgen.rendered()))
+def test_reference_has_every_field_with_its_rules(name: str) -> None:
+    reference = crdgen.reference()
+    doc = yaml.safe_load((REPO / "crds" / name).read_text(encoding="utf-8"))
+    kind = doc["spec"]["names"]["kind"]
+    section = reference.split(f"\n## {kind}\n", 1)[1].split("\n## ", 1)[0]
+    schema = doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    for part in ("spec", "status"):
+        for path, node in _field_paths(schema["properties"][part], part):
+            assert f"#### `{path}`" in section, f"{kind} {path} missing from docs/reference.md"
+            entry = section.split(f"#### `{path}`\n", 1)[1].split("\n#### ", 1)[0]
+            for rule in node.get("x-kubernetes-validations", []):
+                assert rule["message"] in entry, f"{kind} {path}: rule message missing"
+            if "default" in node:
+                assert "default `" in entry, f"{kind} {path}: default missing"
