@@ -149,7 +149,7 @@ class QuotaStatus(StatusModel):
         None,
         description="The Kafka entity in the precedence-table form, e.g. users/alice/clients/<default> "
         "(names containing '/', '%', a character that does not print such as a newline, or literally "
-        "'<default>' are URL-encoded).",
+        "'<default>' are URL-encoded); for a TopicQuota the topic, topics/<name> or topics/<default>.",
     )
     applied: AppliedQuota | None = Field(None, description="What the operator last set on the brokers.")
     observed: dict[str, Any] | None = Field(
@@ -187,8 +187,9 @@ class ControllerMutationQuotaStatus(QuotaStatus):
 
     burst: dict[str, Any] | None = Field(
         None,
-        description="The burst the brokers allow (effectiveBurst = controller.quota.window.num x "
-        "controller.quota.window.size.seconds x rate) compared with spec.expectedBurst.",
+        description="The burst the brokers allow: windowNum and windowSizeSeconds (the smallest window "
+        "among the brokers; a note when they differ), effective = windowNum x windowSizeSeconds x rate, "
+        "and expected (spec.expectedBurst) when set.",
         json_schema_extra=PRESERVE_UNKNOWN,
     )
 
