@@ -192,7 +192,7 @@ ClusterName = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS1123
 
 CLUSTER_REF_DOC: Final = (
     "The name of the KafkaCluster (cluster-scoped) whose brokers get this quota. Omit it to use "
-    "the operator's default cluster: the operator setting KQUOTA_DEFAULT_CLUSTER, which the Helm "
-    "chart sets from operator.defaultCluster, else the first entry of kafka.clusters, else "
+    "the operator's default cluster, the operator setting KQUOTA_DEFAULT_CLUSTER: with the Helm "
+    "chart, Helm value operator.defaultCluster, else the first entry of kafka.clusters, else "
     "'default'. The KafkaCluster's tenancy decides whether this namespace may manage the entity."
 )
