@@ -192,3 +192,66 @@ def test_explain_describes_every_field(crds: KubeAPIServer, path: str, model: ty
         assert f"{alias} <" in out, f"{alias} missing from kubectl explain {path}"
         assert info.description, f"{name} has no description"
         assert _words(info.description)[:60] in out, f"{alias}'s description missing from kubectl explain {path}"
+
+
+APPLY = {"client-side": ("apply",), "server-side": ("apply", "--server-side")}
+
+
+def _stored_meta(kube: KubeAPIServer, kind: str, name: str, namespace: str | None) -> tuple[object, object]:
+    args = ["get", kind, name, "-o", "json"]
+    if namespace:
+        args += ["-n", namespace]
+    meta = json.loads(kube.kubectl(*args).stdout)["metadata"]
+    return meta.get("generation"), meta["resourceVersion"]
+
+
+def _apply_twice(kube: KubeAPIServer, mode: str, text: str) -> tuple[str, str]:
+    """Apply ``text`` twice the same way; the second kubectl output and why a change was seen, if one was."""
+    kube.kubectl(*APPLY[mode], "-f", "-", input=text)
+    doc = yaml.safe_load(text)
+    where = (doc["kind"].lower(), doc["metadata"]["name"], doc["metadata"].get("namespace"))
+    before = _stored_meta(kube, *where)
+    second = kube.kubectl(*APPLY[mode], "-f", "-", input=text).stdout.strip()
+    after = _stored_meta(kube, *where)
+    moved = "" if after == before else f"(generation, resourceVersion) moved from {before} to {after}"
+    return second, moved
+
+
+@pytest.mark.parametrize("mode", list(APPLY))
+def test_applying_an_unchanged_kafka_cluster_with_grants_again_changes_nothing(crds: KubeAPIServer, mode: str) -> None:
+    # A default inside a list item (tenancy.grants[].allowDefaults once had one) makes the
+    # stored list differ from the applied one: client-side apply then says "configured" forever.
+    name = f"idempotent-{mode}"
+    doc = {
+        "apiVersion": "kquota.io/v1alpha1",
+        "kind": "KafkaCluster",
+        "metadata": {"name": name},
+        "spec": {
+            "bootstrapServers": "kafka-0.kafka:9092",
+            "tenancy": {
+                "grants": [
+                    {"namespaces": ["team-a"], "users": ["team-a-*"], "clientIds": ["a-*"]},
+                    {"namespaces": ["team-b"], "ips": ["10.0.0.0/8"]},
+                    {"namespaces": ["platform"], "users": ["*"], "allowDefaults": True},
+                ]
+            },
+            "protectedUsers": ["admin"],
+            "metrics": {"brokerEndpoints": ["http://kafka-0.kafka:7071/metrics"]},
+        },
+    }
+    try:
+        second, moved = _apply_twice(crds, mode, yaml.safe_dump(doc))
+        if mode == "client-side":
+            assert second == f"kafkacluster.kquota.io/{name} unchanged", second
+        assert not moved, moved
+    finally:
+        crds.kubectl("delete", "kafkacluster", name, "--wait=false", check=False)
+
+
+@pytest.mark.parametrize("mode", list(APPLY))
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_applying_an_unchanged_example_again_changes_nothing(examples: KubeAPIServer, path: Path, mode: str) -> None:
+    second, moved = _apply_twice(examples, mode, path.read_text(encoding="utf-8"))
+    if mode == "client-side":
+        assert second.endswith(" unchanged"), second
+    assert not moved, moved

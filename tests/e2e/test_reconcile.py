@@ -1,18 +1,26 @@
-"""ClientQuota resources reach the real broker: every entity form, drift, conflicts, ownership."""
+"""ClientQuota resources reach the real broker: every entity form, drift, conflicts, ownership.
+
+The unmanaged-policy and protection tests check exactly what the KafkaCluster's
+field descriptions (``kubectl explain kafkacluster.spec.unmanaged.policy``,
+``...protectedUsers``) promise.
+"""
 
 from __future__ import annotations
 
 import json
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from harness.operator_proc import apply, client_quota, condition, get, wait_for
+from harness.kafka_cluster import KafkaCluster, running
+from harness.operator_proc import apply, client_quota, condition, get, kafka_cluster_manifest, wait_for
 from harness.stack import Stack
 
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.manifests import entity_spec
+from kquota.kafka.quotas import ConnectionSettings, QuotaAdmin
 from tests.support.quotas import C, N, P, R
 
 pytestmark = pytest.mark.e2e
@@ -305,3 +313,89 @@ def test_controller_mutation_quota_throttles_create_topics_and_reports_the_burst
     finally:
         admin.close()
     assert "ThrottlingQuotaExceededError" in errors, errors
+
+
+def hand_set(kafka: KafkaCluster, entity_type: str, name: str, config: str) -> None:
+    """A quota set outside kquota, with Kafka's own tool."""
+    result = kafka.kafka_configs("--alter", "--entity-type", entity_type, "--entity-name", name, "--add-config", config)
+    assert result.returncode == 0, result.stderr
+
+
+def test_ignore_a_resource_takes_over_a_hand_set_key_and_its_deletion_removes_it(stack: Stack) -> None:
+    # Policy Ignore (the stack's KafkaCluster sets none): a key a resource sets is
+    # taken over, not reported as a Conflict; keys no resource sets are left alone.
+    user = uniq("takeover")
+    ns = stack.new_namespace()
+    hand_set(stack.kafka, "users", user, "producer_byte_rate=777,consumer_byte_rate=555")
+    wait_broker(stack, Entity.for_user(user), {P: 777.0, C: 555.0})
+
+    apply(stack.kube, client_quota(ns, "q", {"user": {"name": user}}, {"producerByteRate": 1000}))
+    wait_broker(stack, Entity.for_user(user), {P: 1000.0, C: 555.0})
+    wait_ready(stack, ns, "q", reason="Applied")
+
+    # The key is kquota's now: deleting the resource removes it, the hand-set 777 is not restored.
+    stack.kube.kubectl("delete", "clientquota", "q", "-n", ns, "--timeout=30s")
+    wait_broker(stack, Entity.for_user(user), {C: 555.0})
+    time.sleep(stack.operator.drift_interval + 1)  # a full pass too leaves the unclaimed key alone
+    assert stack.broker_quotas()[Entity.for_user(user)] == {C: 555.0}
+
+
+@pytest.fixture
+def own_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """A broker of this test's own: Adopt removes every unclaimed quota on the brokers it points at."""
+    with running(tmp_path_factory.mktemp("kafka-adopt")) as cluster:
+        yield cluster
+
+
+def test_adopt_removes_every_unclaimed_quota_and_never_touches_protected_users(
+    stack: Stack, own_kafka: KafkaCluster
+) -> None:
+    ns = stack.new_namespace()
+    admin_user, claimed, handmade, tool = uniq("admin"), uniq("claimed"), uniq("handmade"), uniq("tool")
+    hand_set(own_kafka, "users", admin_user, "producer_byte_rate=1")
+    hand_set(own_kafka, "users", claimed, "producer_byte_rate=777")
+    hand_set(own_kafka, "users", handmade, "producer_byte_rate=777")
+    hand_set(own_kafka, "clients", tool, "consumer_byte_rate=555")
+    hand_set(own_kafka, "users", admin_user, "consumer_byte_rate=2")
+
+    def broker() -> dict[Entity, dict[QuotaKey, float]]:
+        admin = QuotaAdmin(ConnectionSettings(bootstrap_servers=own_kafka.bootstrap))
+        try:
+            return admin.describe_all()
+        finally:
+            admin.close()
+
+    expected_before = {
+        Entity.for_user(admin_user): {P: 1.0, C: 2.0},
+        Entity.for_user(claimed): {P: 777.0},
+        Entity.for_user(handmade): {P: 777.0},
+        Entity.for_client(tool): {C: 555.0},
+    }
+    wait_for(lambda: broker() == expected_before, 30, "the hand-set quotas on the broker")
+
+    name = uniq("adopt")
+    spec = {"unmanaged": {"policy": "Adopt"}, "protectedUsers": [admin_user]}
+    stack.kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest(name, own_kafka.bootstrap, spec))
+    try:
+        apply(
+            stack.kube,
+            client_quota(ns, "claimed", {"user": {"name": claimed}}, {"producerByteRate": 2000}, cluster=name),
+            client_quota(ns, "admin", {"user": {"name": admin_user}}, {"producerByteRate": 5}, cluster=name),
+        )
+        # Everything no resource sets is gone, except the protected user's quotas, which no
+        # resource and no policy changes: exactly this is left on the broker.
+        expected = {Entity.for_user(admin_user): {P: 1.0, C: 2.0}, Entity.for_user(claimed): {P: 2000.0}}
+        wait_for(
+            lambda: broker() == expected,
+            30,
+            f"only {expected} on the broker",
+            on_timeout=lambda: f"broker has {broker()}\n{stack.operator.log()}",
+        )
+        wait_ready(stack, ns, "claimed", reason="Applied")
+        protected = wait_ready(stack, ns, "admin", status="False", reason="Protected")
+        assert admin_user in condition(protected)["message"]
+        time.sleep(stack.operator.drift_interval + 1)  # more full passes change nothing
+        assert broker() == expected
+    finally:
+        stack.kube.kubectl("delete", "clientquota", "--all", "-n", ns, "--timeout=30s", check=False)
+        stack.kube.kubectl("delete", "kafkacluster", name, "--timeout=30s", check=False)

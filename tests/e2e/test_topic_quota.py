@@ -145,6 +145,11 @@ def test_client_quotas_follow_leadership_and_other_modes_are_honest(stack3: Stac
     obj = status_of(stack, ns, "enforced")
     assert obj["status"]["allowance"]["partitions"] == 6
     assert sum(b["leaders"] for b in obj["status"]["allowance"]["brokers"].values()) == 6
+    # Each client's quota, as the operator wrote it (the API server pruned it while the
+    # status schema had no clients field).
+    assert obj["status"]["clients"] == [
+        {"entity": e.path(), **{k.value: v for k, v in values.items()}} for e, values in expect(max_leaders).items()
+    ]
 
     # Monitor mode: the KIP-1010 allowance per broker, nothing enforced.
     apply(stack.kube, topic_quota(ns, "watched", topic, "Monitor"))

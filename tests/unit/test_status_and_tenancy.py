@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from kquota.domain.entities import Entity
 from kquota.domain.status import Outcome, Reason, needs_write, render_status
-from kquota.domain.tenancy import Grant, denied
+from kquota.domain.tenancy import Grant, denied, glob_match
 
 T0 = "2026-01-01T00:00:00Z"
 T1 = "2026-01-01T00:05:00Z"
@@ -130,3 +132,68 @@ class TestTenancy:
 
     def test_patterns_are_case_sensitive_like_kafka_principals(self) -> None:
         assert denied("team-a", [Entity.for_user("TEAM-A-x")], [TEAM_A]) is not None
+
+
+class TestGrantPatterns:
+    """Only '*' and '?' are special in grant patterns (as the CRD says); everything else is itself."""
+
+    @pytest.mark.parametrize(
+        ("pattern", "name", "matches"),
+        [
+            ("legacy[1]", "legacy[1]", True),
+            ("legacy[1]", "legacy1", False),
+            ("legacy[12]", "legacy2", False),
+            ("team-[a-c]", "team-b", False),
+            ("team-[!a]", "team-[!a]", True),
+            ("ops]", "ops]", True),
+            ("[", "[", True),
+            ("a\\b", "a\\b", True),
+            ("a\\*", "a\\x", True),
+            ("a\\*", "ax", False),
+            ("a.b", "a.b", True),
+            ("a.b", "axb", False),
+            ("a+", "a+", True),
+            ("a+", "aa", False),
+            ("(x|y)", "x", False),
+            ("^a$", "^a$", True),
+            ("{a,b}", "{a,b}", True),
+            ("team-a-*", "team-a-orders", True),
+            ("team-a-*", "team-a-", True),
+            ("team-a-*", "team-b-orders", False),
+            ("*", "", True),
+            ("*", "any thing, at all", True),
+            ("a*b", "a\nb", True),
+            ("?", "x", True),
+            ("?", "", False),
+            ("?", "xy", False),
+            ("user-?", "user-ä", True),
+            ("user-?", "user-😀", True),
+            ("ü*", "über", True),
+            ("ü*", "uber", False),
+            ("CN=*,OU=team-a", "CN=app,OU=team-a", True),
+            ("CN=*,OU=team-a", "CN=app,OU=team-b", False),
+            ("*a*b", "xaxxb", True),
+            ("*a*b", "xbxxa", False),
+            ("a*a", "a", False),
+            ("a*a", "aa", True),
+            ("x?*?y", "x12y", True),
+            ("x?*?y", "x1y", False),
+            ("Team-*", "team-a", False),
+        ],
+    )
+    def test_only_star_and_question_mark_are_special(self, pattern: str, name: str, matches: bool) -> None:
+        assert glob_match(name, pattern) is matches
+
+    def test_a_bracketed_user_is_granted_by_its_literal_name(self) -> None:
+        grant = Grant(frozenset({"team-a"}), users=("legacy[1]",), client_ids=("app.[x]",))
+        assert denied("team-a", [Entity.for_user("legacy[1]")], [grant]) is None
+        assert denied("team-a", [Entity.for_user("legacy1")], [grant]) is not None
+        assert denied("team-a", [Entity.for_client("app.[x]")], [grant]) is None
+        assert denied("team-a", [Entity.for_client("appx[x]")], [grant]) is not None
+
+    def test_many_stars_against_a_long_name_stay_fast(self) -> None:
+        # A naive translation (one greedy .* per star) backtracks polynomially in the
+        # name's length to the power of the stars: about 5 s here, on a name a team chose.
+        started = time.monotonic()
+        assert not glob_match("a" * 600, "*a*a*a*b")
+        assert time.monotonic() - started < 0.5

@@ -19,7 +19,7 @@ parse timestamps from strings.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Final, Self
 
 from pydantic import BaseModel, ConfigDict, GetJsonSchemaHandler, model_validator
 from pydantic.alias_generators import to_camel
@@ -27,6 +27,18 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
 from kquota.api.cel import Rule, add_validations, run_rules
+
+
+def _drop_default(schema: dict[str, Any]) -> None:
+    schema.pop("default", None)
+
+
+#: ``json_schema_extra`` for a field of a list item: the model keeps its Python
+#: default (absent means that value), the CRD gets none. A default inside a list
+#: item makes the stored list differ from the applied one, so every
+#: ``kubectl apply`` of an unchanged object reports it ``configured``;
+#: ``kquota.crdgen`` refuses such a default.
+NO_CRD_DEFAULT: Final = _drop_default
 
 
 class SpecModel(BaseModel):

@@ -58,8 +58,9 @@ class ClientQuotaEntity(SpecModel):
     )
     ip: IpEntityName | None = Field(
         None,
-        description="A client IP address, for connectionCreationRate: {name: 192.0.2.10} or "
-        "{default: true} for every IP without its own quota. Cannot be combined with user or clientId.",
+        description="A client IP address, for connectionCreationRate: {name: 192.0.2.10} (one address in "
+        "canonical form) or {default: true} for every IP without its own quota. Cannot be combined with "
+        "user or clientId.",
     )
 
     __rules__: ClassVar[tuple[Rule, ...]] = (
@@ -161,9 +162,10 @@ class ClientQuotaSpec(SpecModel):
 class ClientQuota(Resource):
     """A Kafka client quota (user, client-id, user+client-id or IP) managed by kquota.
 
-    The operator sets the quota on the brokers of the referenced KafkaCluster and removes it when
-    the resource is deleted. Quotas are per broker. Status reports what was applied and, with
-    metrics configured, how close clients are to the limit.
+    The operator sets the quota on the brokers of the referenced KafkaCluster and, when the
+    resource is deleted, removes the keys it set for it (a finalizer waits until they are gone).
+    Quotas are per broker. Status reports what was applied and, with metrics configured, how close
+    clients are to the limit.
     """
 
     crd: ClassVar[CrdInfo] = CrdInfo(

@@ -128,6 +128,17 @@ class IpEntityName(EntityName):
     ``default: true`` is the limit every IP without its own quota gets.
     """
 
+    name: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_NAME_LENGTH,
+        description=(
+            "One IPv4 or IPv6 address in canonical form, e.g. 192.0.2.10 or 2001:db8::10 (lower case, "
+            "no leading zeros, the longest run of zero groups as ::): Kafka keeps each spelling of an "
+            "address as its own entity. No CIDR range, zone (%eth0) or IPv4-mapped IPv6 address."
+        ),
+    )
+
     __rules__: ClassVar[tuple[Rule, ...]] = (
         *EntityName.__rules__,
         Rule("!has(self.name) || isIP(self.name)", IP_NAME_INVALID, lambda s: s.name is None or is_ip(s.name)),
@@ -181,6 +192,7 @@ ClusterName = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS1123
 
 CLUSTER_REF_DOC: Final = (
     "The name of the KafkaCluster (cluster-scoped) whose brokers get this quota. Omit it to use "
-    "the operator's default cluster (Helm value defaultCluster). The KafkaCluster's tenancy "
-    "decides whether this namespace may manage the entity."
+    "the operator's default cluster, the operator setting KQUOTA_DEFAULT_CLUSTER: with the Helm "
+    "chart, Helm value operator.defaultCluster, else the first entry of kafka.clusters, else "
+    "'default'. The KafkaCluster's tenancy decides whether this namespace may manage the entity."
 )

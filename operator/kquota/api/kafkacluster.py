@@ -12,7 +12,7 @@ from typing import Annotated, ClassVar, Final, Literal
 
 from pydantic import Field
 
-from kquota.api.base import SpecModel
+from kquota.api.base import NO_CRD_DEFAULT, SpecModel
 from kquota.api.cel import Cel, Rule
 from kquota.api.fields import (
     DNS1123_SUBDOMAIN,
@@ -102,7 +102,11 @@ class Security(SpecModel):
         description="The listener's security.protocol: PLAINTEXT (default), SSL, SASL_PLAINTEXT or SASL_SSL.",
     )
     sasl: Sasl | None = Field(None, description="SASL settings; required with SASL_PLAINTEXT and SASL_SSL.")
-    tls: Tls | None = Field(None, description="TLS settings, with SSL and SASL_SSL.")
+    tls: Tls | None = Field(
+        None,
+        description="TLS settings; allowed only with SSL and SASL_SSL. Without it, those protocols check the "
+        "brokers' certificates against the operator's system trusted CAs and send no client certificate.",
+    )
 
     __rules__: ClassVar[tuple[Rule, ...]] = (
         Rule(
@@ -138,13 +142,13 @@ class Metrics(SpecModel):
         None,
         alias="prometheusURL",
         description="Base URL of a Prometheus server that scrapes the brokers' quota metrics, e.g. "
-        "http://prometheus.monitoring:9090.",
+        "http://prometheus.monitoring:9090. When set, brokerEndpoints are not read.",
     )
     broker_endpoints: list[HttpUrl] | None = Field(
         None,
         max_length=256,
         description="Metrics endpoints of the brokers' Prometheus JMX exporters, e.g. "
-        "http://kafka-0.kafka:7071/metrics, scraped directly when there is no Prometheus.",
+        "http://kafka-0.kafka:7071/metrics, scraped directly by the operator when prometheusURL is not set.",
     )
     window: Annotated[
         str,
@@ -166,7 +170,8 @@ class Metrics(SpecModel):
         80,
         ge=1,
         le=100,
-        description="Usage at or above this percent of a quota is reported as near the limit.",
+        description="Usage at or above this percent of a quota sets the NearLimit condition (for a "
+        "TopicQuota: of its budget) in the resources' status.",
     )
 
 
@@ -177,13 +182,16 @@ class TenancyGrant(SpecModel):
     users: list[Pattern] | None = Field(
         None,
         max_length=1024,
-        description="User names these namespaces may manage, as glob patterns: '*' matches any run of "
-        "characters, '?' one character, anything else itself (e.g. 'team-a-*', 'CN=*,OU=team-a').",
+        description="User names these namespaces may manage, as case-sensitive glob patterns: '*' matches "
+        "any run of characters (also none), '?' exactly one character, and every other character only "
+        "itself, including '[', ']', '\\' and '.' (e.g. 'team-a-*', 'CN=*,OU=team-a', 'legacy[1]').",
     )
     client_ids: list[Pattern] | None = Field(
         None,
         max_length=1024,
-        description="client.ids these namespaces may manage, as glob patterns like users.",
+        description="client.ids these namespaces may manage, as glob patterns like users ('*' and '?' "
+        "are the only special characters). Needed for client-id entities and for (default user, "
+        "client-id) pairs; a pair with a named user needs only users.",
     )
     ips: Annotated[
         list[IpOrCidr] | None,
@@ -197,12 +205,15 @@ class TenancyGrant(SpecModel):
     ] = Field(
         None,
         max_length=256,
-        description="IP addresses or CIDR ranges (10.0.0.0/8) whose connection quotas these namespaces may manage.",
+        description="IP addresses or CIDR ranges (10.0.0.0/8) whose connection quotas these namespaces may "
+        "manage: an ip entity is granted when its address lies in one of them.",
     )
     allow_defaults: bool = Field(
         False,
-        description="Whether these namespaces may also manage default entities (default user, client-id or "
-        "ip). A default quota applies to every tenant's clients, so it is off unless granted.",
+        description="Whether these namespaces may also manage entities with a default part (default user, "
+        "client-id or ip, alone or in a pair); a named part of such an entity still needs its pattern. "
+        "A default quota applies to every tenant's clients, so absent means false.",
+        json_schema_extra=NO_CRD_DEFAULT,
     )
 
     __rules__: ClassVar[tuple[Rule, ...]] = (
@@ -220,21 +231,29 @@ class Tenancy(SpecModel):
 
     grants: list[TenancyGrant] = Field(
         max_length=100,
-        description="A quota resource is applied only if a grant lists its namespace and covers every part "
-        "of its entity (user by users, client-id by clientIds, ip by ips, default parts by "
-        "allowDefaults); otherwise it reports Ready=False with reason Forbidden.",
+        description="A quota resource is acted on only if, for every entity it sets quotas on, one grant "
+        "lists the resource's namespace and covers the entity: a user by users, a client-id by clientIds, "
+        "an ip by ips, and a default part only with allowDefaults: true. A (user, client-id) pair with a "
+        "named user needs only the user granted: the client-id part only narrows that user's own traffic. "
+        "Otherwise the resource reports Ready=False with reason NotPermitted and kquota sets nothing for it; "
+        "keys it already applied are kept as they are on the brokers, and the status says so. An empty "
+        "list denies everything.",
     )
 
 
 class Unmanaged(SpecModel):
-    """What to do with broker quotas no kquota resource created."""
+    """What to do with quota keys on the brokers that kquota did not set."""
 
     policy: Literal["Ignore", "Adopt"] = Field(
         "Ignore",
-        description="Ignore (default): never change or remove quotas kquota did not create; a resource for "
-        "the same entity reports Conflict instead of overwriting them. Adopt: a resource for the same "
-        "entity takes the entity over and its values replace the existing ones. Quotas no resource "
-        "claims are left alone either way.",
+        description="What happens to quota keys on the brokers that kquota did not set (set by hand, by "
+        "another tool or by another KafkaCluster on the same brokers). Either way, a key a quota resource "
+        "sets is taken over: the resource's value replaces the existing one, the key is recorded as "
+        "kquota's, and deleting the resource removes it (the old value is not restored). Ignore (default): "
+        "keys no resource sets are left alone. Adopt: every key on the brokers that no resource sets is "
+        "removed, on every entity (run `kquota export` first to keep them as resources); only protected "
+        "principals are spared. Removal happens on the next full pass (at start and at least every drift "
+        "interval).",
     )
 
 
@@ -255,7 +274,9 @@ class KafkaClusterSpec(SpecModel):
     )
     metrics: Metrics = Field(
         default_factory=Metrics,
-        description="Where to read quota metrics for the resources' status.",
+        description="Where to read quota metrics for the resources' status (status.observed and the "
+        "Throttled, NearLimit and OverBudget conditions). Nothing is read unless prometheusURL or "
+        "brokerEndpoints is set.",
         json_schema_extra={"default": {}},
     )
     tenancy: Tenancy | None = Field(
@@ -267,16 +288,23 @@ class KafkaClusterSpec(SpecModel):
         None,
         max_length=1024,
         description="User names whose quotas kquota never sets, changes or removes, whatever the resources "
-        "say (e.g. the inter-broker user, admin users). Exact names, not patterns.",
+        "say and whatever the unmanaged policy (e.g. the inter-broker user, admin users); this covers "
+        "every entity with that user, (user, client-id) pairs included. Exact, case-sensitive names, not "
+        "patterns. A resource naming one reports Ready=False with reason Protected and contributes "
+        "nothing; quotas already on the brokers for it stay exactly as they are. The operator's own "
+        "principal and the operator setting KQUOTA_PROTECTED_USERS (Helm value operator.protectedUsers) "
+        "are protected too.",
     )
     protected_client_ids: list[Annotated[str, Field(min_length=1, max_length=MAX_NAME_LENGTH)]] | None = Field(
         None,
         max_length=1024,
-        description="client.ids whose quotas kquota never sets, changes or removes. Exact names.",
+        description="client.ids whose quotas kquota never sets, changes or removes, like protectedUsers "
+        "(pairs included; exact names; reason Protected). KQUOTA_PROTECTED_CLIENT_IDS (Helm value "
+        "operator.protectedClientIds) adds to it.",
     )
     unmanaged: Unmanaged = Field(
         default_factory=Unmanaged,
-        description="What to do with broker quotas no kquota resource created.",
+        description="What to do with quota keys on the brokers that kquota did not set.",
         json_schema_extra={"default": {}},
     )
 

@@ -10,33 +10,16 @@ has an answer.
 
 from __future__ import annotations
 
-import enum
 from datetime import datetime
 from typing import Any, Final, Literal
 
 from pydantic import Field
 
-from kquota.api.base import StatusModel
+from kquota.api.base import NO_CRD_DEFAULT, StatusModel
 
 #: Matches metav1.Condition's reason validation.
 REASON_PATTERN: Final = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
 CONDITION_READY: Final = "Ready"
-
-
-class Reason(enum.StrEnum):
-    """CamelCase reasons the operator writes; others may appear (the field is a free string)."""
-
-    APPLIED = "Applied"
-    PENDING = "Pending"
-    INVALID_SPEC = "InvalidSpec"
-    CONFLICT = "Conflict"
-    FORBIDDEN = "Forbidden"
-    PROTECTED = "Protected"
-    CLUSTER_NOT_FOUND = "ClusterNotFound"
-    KAFKA_UNAVAILABLE = "KafkaUnavailable"
-    KAFKA_REJECTED = "KafkaRejected"
-    UNSUPPORTED = "Unsupported"
-    CONNECTED = "Connected"
 
 
 ConditionStatus = Literal["True", "False", "Unknown"]
@@ -48,17 +31,19 @@ class Condition(StatusModel):
     type: str = Field(
         min_length=1,
         max_length=316,
-        description="Condition type in CamelCase. Ready summarises the resource: True once the brokers "
-        "hold the desired quota.",
+        description="Condition type in CamelCase: Ready (the summary), Applied, Reconciling, Stalled, and "
+        "per kind Throttled, NearLimit, OverBudget, Enforced, BurstSufficient.",
     )
     status: ConditionStatus = Field(description="True, False or Unknown.")
     reason: str = Field(
         min_length=1,
         max_length=1024,
         pattern=REASON_PATTERN,
-        description="Machine-readable CamelCase cause, e.g. Applied, InvalidSpec, Conflict, KafkaUnavailable.",
+        description="Machine-readable CamelCase cause, e.g. Applied, InvalidSpec, Conflict, NotPermitted, "
+        "KafkaUnavailable (see the conditions list for every reason).",
     )
-    message: str = Field("", max_length=32768, description="Human-readable details.")
+    # The operator always writes a message; "" only reads old or hand-written conditions.
+    message: str = Field("", max_length=32768, description="Human-readable details.", json_schema_extra=NO_CRD_DEFAULT)
     last_transition_time: datetime = Field(
         description="When status last changed (not when the condition was last written)."
     )
@@ -123,14 +108,27 @@ class AppliedQuota(StatusModel):
     cluster: str = Field(description="The KafkaCluster the values were applied to.")
     values: dict[str, float] = Field(
         default_factory=dict,
-        description="Kafka quota keys and the values set, e.g. producer_byte_rate: 10485760.",
+        description="The Kafka quota keys this resource holds that are live on the brokers, with their "
+        "values, e.g. producer_byte_rate: 10485760. Empty when it holds none (e.g. it lost every key in a "
+        "Conflict).",
     )
-    last_applied_time: datetime | None = Field(None, description="When the brokers accepted the values.")
+    last_applied_time: datetime | None = Field(None, description="When values last changed.")
 
 
 _CONDITIONS_DOC: Final = (
-    "Current state, keyed by type. Ready is the summary (True once the brokers hold the desired "
-    "quota); reasons are CamelCase, e.g. Applied, InvalidSpec, Conflict, KafkaUnavailable."
+    "Current state, keyed by type. Ready is the summary: True (reason Applied) once the brokers hold "
+    "every key this resource sets, or (reason Monitoring) once a TopicQuota with enforcement Monitor is "
+    "watched; Unknown (Pending) while a change is on its way. Reconciling=True while work is under way; "
+    "Stalled=True when only a change to the resource or to the cluster can help. Ready=False reasons: "
+    "Conflict (an older resource sets the same key on the same entity; this one keeps its other keys); "
+    "NotPermitted (the KafkaCluster's tenancy does not grant the entity to this namespace) and "
+    "InvalidSpec (a spec the API server accepted but kquota cannot use): kquota sets nothing for it, "
+    "keys it already applied are kept as they are on the brokers, and the status says so; Protected "
+    "(the entity names a protected principal: its quotas on the brokers are never set, changed or "
+    "removed); Rejected (the broker refused the value; tried again after a spec change or 5 minutes); "
+    "KafkaUnavailable (retried with backoff); NotAuthorized (a Kafka ACL is missing; retried with "
+    "backoff); ClusterNotFound and ClusterNotReady (the KafkaCluster is missing or a Secret it names "
+    "is unreadable); TopicNotFound; UnsupportedByBroker."
 )
 _CONDITIONS_EXTRA: Final[dict[str, Any]] = {
     "x-kubernetes-list-type": "map",
@@ -151,7 +149,7 @@ class QuotaStatus(StatusModel):
         None,
         description="The Kafka entity in the precedence-table form, e.g. users/alice/clients/<default> "
         "(names containing '/', '%', a character that does not print such as a newline, or literally "
-        "'<default>' are URL-encoded).",
+        "'<default>' are URL-encoded); for a TopicQuota the topic, topics/<name> or topics/<default>.",
     )
     applied: AppliedQuota | None = Field(None, description="What the operator last set on the brokers.")
     observed: dict[str, Any] | None = Field(
@@ -171,8 +169,16 @@ class TopicQuotaStatus(QuotaStatus):
 
     allowance: dict[str, Any] | None = Field(
         None,
-        description="How the topic budget is divided: per broker and, with enforcement ClientQuotas, per client.",
+        description="How the topic budget divides over the brokers, as KIP-1010 computes it: the topic's "
+        "partitions, the most leaders on one broker, and per broker its leaders and its slice of each "
+        "rate (budget / partitions x leaders).",
         json_schema_extra=PRESERVE_UNKNOWN,
+    )
+    clients: list[dict[str, Any]] | None = Field(
+        None,
+        description="With enforcement ClientQuotas: each client's entity and the per-broker quota keys it "
+        "is given, e.g. {entity: users/app, producer_byte_rate: 349525}.",
+        json_schema_extra={"items": PRESERVE_UNKNOWN},
     )
 
 
@@ -181,8 +187,9 @@ class ControllerMutationQuotaStatus(QuotaStatus):
 
     burst: dict[str, Any] | None = Field(
         None,
-        description="The burst the brokers allow (effectiveBurst = controller.quota.window.num x "
-        "controller.quota.window.size.seconds x rate) compared with spec.expectedBurst.",
+        description="The burst the brokers allow: windowNum and windowSizeSeconds (the smallest window "
+        "among the brokers; a note when they differ), effective = windowNum x windowSizeSeconds x rate, "
+        "and expected (spec.expectedBurst) when set.",
         json_schema_extra=PRESERVE_UNKNOWN,
     )
 
@@ -207,10 +214,12 @@ class KafkaClusterStatus(StatusModel):
     )
     brokers: int | None = Field(None, ge=0, description="Number of brokers in the cluster.")
     controller_quota_window: ControllerQuotaWindow | None = Field(
-        None, description="The brokers' controller mutation quota window settings."
+        None,
+        description="Reserved: not filled by this kquota version. Each ControllerMutationQuota's "
+        "status.burst shows the window the brokers use.",
     )
     kip1010_supported: bool | None = Field(
         None,
-        description="Whether the brokers support KIP-1010 topic quotas (needed for TopicQuota enforcement "
-        "TopicConfig).",
+        description="Reserved: not filled by this kquota version, which writes no KIP-1010 topic configs "
+        "(a TopicQuota with enforcement TopicConfig reports UnsupportedByBroker).",
     )

@@ -57,8 +57,10 @@ class TopicRef(SpecModel):
     )
     default: bool | None = Field(
         None,
-        description="true makes this the default budget (KIP-1010's default topic quota) for every topic "
-        "without its own TopicQuota. Set either name or default: true.",
+        description="true declares the default budget (KIP-1010's default topic quota) for every topic "
+        "without its own TopicQuota. Set either name or default: true. Today it is a declaration only: "
+        "with Monitor no usage is reported for it, ClientQuotas is not allowed with it, and TopicConfig "
+        "is not supported by the brokers (see enforcement).",
     )
 
     __rules__: ClassVar[tuple[Rule, ...]] = (
@@ -145,12 +147,16 @@ class TopicQuotaSpec(SpecModel):
     )
     enforcement: Enforcement = Field(
         "Monitor",
-        description="How the budget is enforced. Monitor (default): change nothing on the brokers, "
-        "report usage against the budget in status. ClientQuotas: give each client in clients its share "
-        "of the budget as a client quota (the operator converts it to per-broker byte rates; a client "
-        "quota limits the client on all topics together). TopicConfig: set the KIP-1010 topic configs "
-        "producer.byte.rate / consumer.byte.rate; no Kafka release implements KIP-1010 yet, so the "
-        "TopicQuota stays not Ready unless the KafkaCluster status reports kip1010Supported.",
+        description="How the budget is enforced. Monitor (default): change nothing on the brokers; status "
+        "shows each broker's allowance from the topic's leader layout and, with metrics configured on the "
+        "KafkaCluster, the topic's traffic against the budget (OverBudget). ClientQuotas: give each "
+        "client in clients its share of the budget as a client quota, budget x share x (most leaders of "
+        "the topic on one broker) / partitions per broker, recomputed when leadership moves; these go "
+        "through the same ownership, conflict and tenancy rules as ClientQuotas, and a client quota "
+        "limits the client on all topics together. TopicConfig: meant for KIP-1010's producer.byte.rate / "
+        "consumer.byte.rate topic configs; no Kafka release has them and this kquota version does not "
+        "write them, so nothing is changed and the TopicQuota reports Ready=False with reason "
+        "UnsupportedByBroker.",
     )
     clients: Annotated[
         list[TopicClient] | None,
@@ -159,7 +165,7 @@ class TopicQuotaSpec(SpecModel):
         None,
         max_length=MAX_CLIENTS,
         description="The clients that share the topic and their shares. Required (non-empty) with "
-        "enforcement ClientQuotas; with Monitor, status reports usage per listed client.",
+        "enforcement ClientQuotas; not used by Monitor and TopicConfig.",
     )
 
     __rules__: ClassVar[tuple[Rule, ...]] = (
@@ -185,9 +191,9 @@ class TopicQuotaSpec(SpecModel):
 class TopicQuota(Resource):
     """A bandwidth budget for one Kafka topic (or the default budget for every topic).
 
-    Kafka enforces quotas per client, not per topic: the operator reports the topic's usage
-    against the budget and, depending on enforcement, turns the budget into client quotas or
-    KIP-1010 topic configs.
+    Kafka enforces quotas per client, not per topic: the operator reports the topic's allowance
+    per broker (and, with metrics, its usage) against the budget and, with enforcement
+    ClientQuotas, turns the budget into client quotas.
     """
 
     crd: ClassVar[CrdInfo] = CrdInfo(

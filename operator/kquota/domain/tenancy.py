@@ -8,12 +8,18 @@ contributes nothing and is reported NotPermitted.
 No tenancy section at all (``grants is None``) means single-team mode: every
 namespace may manage every principal. Once a tenancy section exists, everything
 not granted is denied, so an empty grant list denies everything.
+
+Grant patterns are globs in which only ``*`` (any run of characters, also none)
+and ``?`` (exactly one character) are special, as the CRD documents: principals
+are arbitrary strings (``CN=app,OU=[ops]``, ``legacy[1]``), so ``fnmatch``'s
+``[...]`` character classes would silently grant the wrong names.
 """
 
 from __future__ import annotations
 
-import fnmatch
+import functools
 import ipaddress
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -31,9 +37,34 @@ class Grant:
     allow_defaults: bool = False
 
 
+def _literal(text: str) -> str:
+    return "".join("." if c == "?" else re.escape(c) for c in text)
+
+
+@functools.lru_cache(maxsize=4096)
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """The regular expression of a grant pattern: ``*`` any run, ``?`` one character, the rest literal.
+
+    Case-sensitive, as Kafka principals are. Every text between two ``*`` is
+    an atomic group matched at its earliest position, which is always a
+    correct choice for a glob, so a pattern such as ``*a*a*a*b`` cannot make
+    the engine backtrack exponentially on a long name a team chose.
+    """
+    head, *middle = pattern.split("*")
+    if not middle:
+        return re.compile(_literal(head), re.DOTALL)
+    *inner, tail = middle
+    parts = [_literal(head), *(f"(?>.*?{_literal(seg)})" for seg in inner if seg), ".*", _literal(tail)]
+    return re.compile("".join(parts), re.DOTALL)
+
+
+def glob_match(name: str, pattern: str) -> bool:
+    """Whether ``name`` matches the grant pattern ``pattern`` as a whole."""
+    return glob_regex(pattern).fullmatch(name) is not None
+
+
 def _match(name: str, patterns: Sequence[str]) -> bool:
-    # fnmatchcase: case matters, principals are case-sensitive in Kafka.
-    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+    return any(glob_match(name, p) for p in patterns)
 
 
 def _ip_match(ip: str, allowed: Sequence[str]) -> bool:
