@@ -78,7 +78,12 @@ def test_the_operator_publishes_its_default_cluster_and_version() -> None:
     asyncio.run(published.publish(kube, "ops", settings))  # type: ignore[arg-type]
     [(namespace, name, labels, data)] = kube.puts
     assert (namespace, name) == ("ops", "kquota-operator")
-    assert json.loads(data["settings.json"]) == {"defaultCluster": "prod", "version": "1.2.3"}
+    assert json.loads(data["settings.json"]) == {
+        "defaultCluster": "prod",
+        "version": "1.2.3",
+        "protectedUsers": [],
+        "protectedClientIds": [],
+    }
     assert labels[published.LABEL] == "true"
     assert asyncio.run(published.read(kube, "ops")) == settings  # type: ignore[arg-type]
     assert kube.selectors == [f"{published.LABEL}=true"]

@@ -183,7 +183,7 @@ def test_removing_a_key_the_existing_resource_set_is_a_removal() -> None:
     target = Target(CONN, cluster="prod", ledger={ALICE: {P: 100, C: 7}}, claimants=existing)
     report, _ = make_report(target, [res("a", ALICE, {P: 100})], {ALICE: {P: 100, C: 7}})
     assert [(r.action, r.key) for r in report.rows] == [(Action.REMOVE, C)]
-    assert report.rows[0].note == "owned by kquota; no resource sets it any more"
+    assert report.rows[0].note == "ClientQuota team-a/a no longer sets it"
 
 
 def test_drift_and_takeover_are_explained() -> None:

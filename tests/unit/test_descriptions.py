@@ -18,8 +18,8 @@ import yaml
 from kquota import crdgen
 from kquota.api.fields import EntityName, IpEntityName
 from kquota.api.manifest import KINDS
-from kquota.api.status import QuotaStatus
-from kquota.domain.status import Reason
+from kquota.api.status import KafkaClusterStatus, QuotaStatus
+from kquota.domain.status import CLUSTER_ONLY, Reason
 from kquota.reconcile.settings import OperatorSettings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,7 +68,7 @@ def test_every_setting_named_is_one_the_operator_reads(name: str) -> None:
     assert name.lower() in OperatorSettings.model_fields
 
 
-@pytest.mark.parametrize("reason", list(Reason), ids=lambda r: r.value)
+@pytest.mark.parametrize("reason", [r for r in Reason if r not in CLUSTER_ONLY], ids=lambda r: r.value)
 def test_the_conditions_description_explains_every_reason(reason: Reason) -> None:
     described = QuotaStatus.model_fields["conditions"].description or ""
     assert re.search(rf"\b{reason.value}\b", described), f"status.conditions does not explain {reason.value}"
@@ -81,3 +81,10 @@ def test_a_name_said_to_take_any_characters_takes_them(model: type[EntityName]) 
         model.model_validate({"name": "CN=app, OU=payments ü <default>"})
     else:
         assert "canonical" in (model.model_fields["name"].description or "")
+
+
+def test_the_kafkacluster_conditions_description_explains_its_own_reasons() -> None:
+    described = KafkaClusterStatus.model_fields["conditions"].description or ""
+    for reason in CLUSTER_ONLY:
+        assert re.search(rf"\b{reason.value}\b", described), reason
+    assert "kquota.io/approve-removals" in described

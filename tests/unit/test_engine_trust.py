@@ -10,7 +10,7 @@ import asyncio
 from typing import Any
 
 from kquota.domain.entities import Entity
-from kquota.domain.plan import UnmanagedPolicy
+from kquota.domain.plan import Protection, UnmanagedPolicy
 from kquota.domain.status import Reason
 from kquota.domain.tenancy import Grant
 from kquota.kafka.quotas import ConnectionSettings
@@ -209,3 +209,21 @@ def _returning(cfg: ClusterConfig) -> Any:
         return cfg
 
     return get
+
+
+def test_deleting_a_resource_whose_user_became_protected_does_not_wait_forever() -> None:
+    async def run() -> None:
+        broker, kube = Broker(), Kube()
+        records = [client_quota("q", "alice", producerByteRate=1000)]
+        eng = engine(records, broker, kube)
+        eng.settings = eng.settings.model_copy(update={"coalesce_seconds": 0})
+        await eng.reconcile_once()
+        eng._cluster = _returning(config(protection=Protection(frozenset({"alice"}))))
+        records[0] = client_quota("q", "alice", deleting=True, producerByteRate=1000)
+        waiting = asyncio.create_task(eng.wait_released("q", timeout=5))
+        await asyncio.sleep(0)
+        await eng.reconcile_once()
+        await asyncio.wait_for(waiting, 1)
+        assert broker.live[ALICE] == {P: 1000.0}, "a protected entity is never changed"
+
+    asyncio.run(run())

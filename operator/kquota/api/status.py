@@ -127,8 +127,10 @@ _CONDITIONS_DOC: Final = (
     "(the entity names a protected principal: its quotas on the brokers are never set, changed or "
     "removed); Rejected (the broker refused the value; tried again after a spec change or 5 minutes); "
     "KafkaUnavailable (retried with backoff); NotAuthorized (a Kafka ACL is missing; retried with "
-    "backoff); ClusterNotFound and ClusterNotReady (the KafkaCluster is missing or a Secret it names "
-    "is unreadable); TopicNotFound; UnsupportedByBroker."
+    "backoff); ClusterNotFound (no KafkaCluster of the name clusterRef, or the operator's default "
+    "cluster, gives: Stalled, written within seconds, also when the KafkaCluster is deleted later; "
+    "keys applied before stay on the brokers); ClusterNotReady (the KafkaCluster's spec is unusable or "
+    "a Secret it names is unreadable); TopicNotFound; UnsupportedByBroker."
 )
 _CONDITIONS_EXTRA: Final[dict[str, Any]] = {
     "x-kubernetes-list-type": "map",
@@ -209,7 +211,10 @@ class KafkaClusterStatus(StatusModel):
     )
     conditions: list[Condition] = Field(
         default_factory=list,
-        description="Current state, keyed by type; Ready is True while the operator can reach the brokers.",
+        description="Current state, keyed by type; Ready is True (reason Connected) while the operator "
+        "can reach the brokers. While the mass-removal guard holds a pass's removals: Ready=False and "
+        "Stalled=True with reason RemovalsHeld, and DeletionGuard=True whose message gives the count, "
+        "some of the keys and the id to approve with the annotation kquota.io/approve-removals.",
         json_schema_extra=_CONDITIONS_EXTRA,
     )
     brokers: int | None = Field(None, ge=0, description="Number of brokers in the cluster.")

@@ -75,6 +75,7 @@ from kquota.domain.plan import (
     DesiredEntry,
     Drift,
     EntityChange,
+    Protection,
     ResourceRef,
     apply_ledger,
     plan,
@@ -560,7 +561,7 @@ class ClusterReconciler:
         )
         await self._report_hold(hold)
         await self._write_cluster_status(Reason.APPLIED, f"connected; {len(brokers)} broker(s)", len(brokers))
-        self._resolve_release_waiters(every, ledger, claims.holders)
+        self._resolve_release_waiters(every, ledger, claims.holders, cfg.protection)
         self._remember(records, claimers + refused_recs, outcomes, full=touched is None)
         self.passes += 1
         metrics.PASSES.labels(self.name, "ok").inc()
@@ -1079,15 +1080,23 @@ class ClusterReconciler:
         await gather_limited(coros, self.settings.status_concurrency)
 
     def _resolve_release_waiters(
-        self, records: list[ResourceRecord], ledger: Ledger, holders: Mapping[tuple[Entity, QuotaKey], ResourceRef]
+        self,
+        records: list[ResourceRecord],
+        ledger: Ledger,
+        holders: Mapping[tuple[Entity, QuotaKey], ResourceRef],
+        protection: Protection,
     ) -> None:
         if not self._release_waiters:
             return
         by_uid = {r.ref.uid: r for r in records}
         for uid, waiters in list(self._release_waiters.items()):
             rec = by_uid.get(uid)
+            # A protected entity is never changed, so deleting a resource cannot wait for
+            # its keys to go (a user added to protectedUsers after its quota was applied).
             released = rec is None or all(
-                key not in ledger.get(entity, {}) or holders.get((entity, key)) not in (None, rec.ref)
+                key not in ledger.get(entity, {})
+                or holders.get((entity, key)) not in (None, rec.ref)
+                or protection.covers(entity)
                 for entity, values in rec.entries
                 for key in values
             )
