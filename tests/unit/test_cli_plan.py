@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -480,3 +480,63 @@ def test_topic_quotas(
     assert [(r.action, r.entity.path(), r.key, r.live, r.desired) for r in report.rows] == rows
     if note:
         assert any(note in n for n in report.notes), report.notes
+
+
+# --- the operator's decisions the plan must show: keep, guard, a KafkaCluster in -f -------------
+
+
+def test_a_resource_refused_by_a_new_grant_keeps_its_keys_as_the_operator_does() -> None:
+    existing = [res("a", ALICE, {P: 100})]
+    target = Target(
+        CONN,
+        cluster="prod",
+        ledger={ALICE: {P: 100}},
+        claimants=existing,
+        grants=(Grant(frozenset({"team-a"}), users=("team-*",)),),
+    )
+    report, _ = make_report(target, [], {ALICE: {P: 100}})
+    assert [(r.action, r.entity, r.key, r.live) for r in report.rows] == [(Action.KEEP, ALICE, P, 100)]
+    assert report.exit_code() == common.OK, "nothing changes on the brokers"
+    assert any("stays on the brokers as it is" in n for n in report.notes)
+
+
+def test_adopt_over_many_hand_made_quotas_is_held_until_approved() -> None:
+    live: Quotas = {Entity.for_user(f"hand{i}"): {C: 100.0} for i in range(40)}
+    target = Target(CONN, cluster="prod", ledger={}, claimants=[], policy=UnmanagedPolicy.ADOPT)
+    report, _ = make_report(target, [], live)
+    assert {r.action for r in report.rows} == {Action.HELD}
+    assert report.exit_code() == common.OK, "held removals do not happen"
+    (note,) = [n for n in report.notes if "removals held" in n]
+    hold = note.rsplit("kquota.io/approve-removals=", 1)[1].split()[0]
+    approved, _ = make_report(replace(target, approval=hold), [], live)
+    assert {r.action for r in approved.rows} == {Action.REMOVE} and approved.exit_code() == common.CHANGES
+
+
+def test_a_kafkacluster_in_the_manifests_is_laid_over_the_live_one(tmp_path: Path) -> None:
+    manifest = tmp_path / "cluster.yaml"
+    manifest.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kquota.io/v1alpha1",
+                "kind": "KafkaCluster",
+                "metadata": {"name": "prod"},
+                "spec": {
+                    "bootstrapServers": "kafka:9092",
+                    "unmanaged": {"policy": "Adopt"},
+                    "protectedUsers": ["admin"],
+                },
+            }
+        )
+    )
+    args = plan_cmd.argparse.Namespace(filename=[str(manifest)], recursive=False, namespace="default")
+    target = Target(CONN, cluster="prod", ledger={}, claimants=[], principals=frozenset({"kquota-op"}))
+    laid = plan_cmd.with_cluster_manifest(target, plan_cmd.cluster_manifests(args))
+    assert laid.policy is UnmanagedPolicy.ADOPT
+    assert laid.protection.users == {"admin", "kquota-op"}, "the operator's own principal stays protected"
+    live: Quotas = {BOB: {C: 5.0}, Entity.for_user("admin"): {C: 9.0}}
+    report, _ = make_report(laid, [], live)
+    # Adopt removes bob's hand-set quota; admin is protected by the manifest: untouched.
+    assert [(r.action, r.entity) for r in report.rows] == [(Action.REMOVE, BOB)]
+    # Another cluster's KafkaCluster changes nothing here.
+    other = plan_cmd.with_cluster_manifest(Target(CONN, cluster="staging"), plan_cmd.cluster_manifests(args))
+    assert other.policy is UnmanagedPolicy.IGNORE
