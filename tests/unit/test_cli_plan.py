@@ -540,3 +540,12 @@ def test_a_kafkacluster_in_the_manifests_is_laid_over_the_live_one(tmp_path: Pat
     # Another cluster's KafkaCluster changes nothing here.
     other = plan_cmd.with_cluster_manifest(Target(CONN, cluster="staging"), plan_cmd.cluster_manifests(args))
     assert other.policy is UnmanagedPolicy.IGNORE
+
+
+def test_delete_removes_the_keys_of_the_resources_named_with_the_cause() -> None:
+    existing = [res("a", ALICE, {P: 100}), res("b", BOB, {C: 7})]
+    target = Target(CONN, cluster="prod", ledger={ALICE: {P: 100}, BOB: {C: 7}}, claimants=existing)
+    report, _ = make_report(target, [], {ALICE: {P: 100}, BOB: {C: 7}}, deleted=[res("b", BOB, {C: 7})])
+    assert [(r.action, r.entity, r.key, r.note) for r in report.rows] == [
+        (Action.REMOVE, BOB, C, "ClientQuota team-a/b is deleted")
+    ]

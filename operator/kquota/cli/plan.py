@@ -288,8 +288,10 @@ def rows_of(
     return rows
 
 
-def removal_causes(existing: Sequence[Claimant], after: Sequence[Claimant]) -> dict[tuple[Entity, QuotaKey], str]:
-    """Why a key would be removed, where a resource explains it: the applied version no longer sets it."""
+def removal_causes(
+    existing: Sequence[Claimant], after: Sequence[Claimant], gone: set[tuple[str, str, str]] | None = None
+) -> dict[tuple[Entity, QuotaKey], str]:
+    """Why a key would be removed, where a resource explains it: deleted, or its new version no longer sets it."""
     now = {(c.ref.kind, c.ref.namespace, c.ref.name): c for c in after}
     causes: dict[tuple[Entity, QuotaKey], str] = {}
     for old in existing:
@@ -298,7 +300,8 @@ def removal_causes(existing: Sequence[Claimant], after: Sequence[Claimant]) -> d
         for entity, values in old.entries:
             for key in values:
                 if (entity, key) not in still:
-                    causes[(entity, key)] = f"{old.ref} no longer sets it"
+                    deleted = (old.ref.kind, old.ref.namespace, old.ref.name) in (gone or set())
+                    causes[(entity, key)] = f"{old.ref} is deleted" if deleted else f"{old.ref} no longer sets it"
     return causes
 
 
@@ -313,6 +316,7 @@ def make_report(
     live: Quotas,
     globs: Sequence[str] | None = None,
     leaders: Mapping[str, Mapping[int, int]] | None = None,
+    deleted: Sequence[Claimant] = (),
 ) -> tuple[Report, Plan]:
     """The plan of ``manifests`` against ``target`` and its live quotas (pure: everything is already read).
 
@@ -320,6 +324,9 @@ def make_report(
     """
     known = target.claimants is not None
     claimants = overlay(target.claimants or [], manifests) if known else list(manifests)
+    # --delete: gone after the apply, as `kubectl delete -f` would leave them.
+    gone = {(c.ref.kind, c.ref.namespace, c.ref.name) for c in deleted}
+    claimants = [c for c in claimants if (c.ref.kind, c.ref.namespace, c.ref.name) not in gone]
     claimants = with_topic_layouts(claimants, leaders or {})
     keep: dict[Entity, frozenset[QuotaKey] | None] = {}
     entries, notes = select(claimants, target.cluster, target.grants, target.protection, keep)
@@ -340,7 +347,7 @@ def make_report(
             hold = None
         if hold is not None:
             notes.append(hold_message(hold, target.cluster or "", target.guard))
-    causes = removal_causes(target.claimants or [], claimants)
+    causes = removal_causes(target.claimants or [], claimants, gone)
     rows = [
         r
         for r in rows_of(the_plan, claims, live, target.ledger, hold, causes)
@@ -492,6 +499,13 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "-f", "--filename", action="append", required=True, metavar="PATH", help="file, directory or - (repeatable)"
     )
+    p.add_argument(
+        "--delete",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="manifests of resources to be deleted (as `kubectl delete -f` would): their keys are removed (repeatable)",
+    )
     p.add_argument("-R", "--recursive", action="store_true", help="read directories recursively")
     p.add_argument(
         "-n", "--namespace", default="default", help="namespace of manifests that name none (default %(default)s)"
@@ -512,13 +526,17 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=run)
 
 
-def load_manifests(args: argparse.Namespace) -> list[Claimant] | None:
-    """The claims of ``-f`` manifests; None (errors printed) when any is invalid."""
+def load_manifests(args: argparse.Namespace, paths: Sequence[str] | None = None) -> list[Claimant] | None:
+    """The claims of ``-f`` manifests (or of ``paths``); None (errors printed) when any is invalid."""
     try:
         # Manifests without clusterRef get the default cluster once it is known (bind_default_cluster).
         default_cluster = args.default_cluster or UNRESOLVED_DEFAULT
         claims, invalid = load_claimants(
-            args.filename or [], args.recursive, args.namespace, default_cluster, common.now_rfc3339()
+            (args.filename or []) if paths is None else paths,
+            args.recursive,
+            args.namespace,
+            default_cluster,
+            common.now_rfc3339(),
         )
     except SourceError as exc:
         common.error(str(exc))
@@ -564,17 +582,19 @@ def cluster_manifests(args: argparse.Namespace) -> list[Checked]:
 
 def run(args: argparse.Namespace) -> int:
     manifests = load_manifests(args)
-    if manifests is None:
+    deleted = load_manifests(args, args.delete) if args.delete else []
+    if manifests is None or deleted is None:
         return common.ERROR
     try:
         target = asyncio.run(load_target(args))
         if target.cluster is not None:
             target = with_cluster_manifest(target, cluster_manifests(args))
         manifests = bind_default_cluster(manifests, target.default_cluster)
+        deleted = bind_default_cluster(deleted, target.default_cluster)
         live, leaders = read_live(target.connection, topics_of(manifests, target.claimants))
     except TargetError as exc:
         return common.error(str(exc))
-    report, the_plan = make_report(target, manifests, live, args.entity, leaders)
+    report, the_plan = make_report(target, manifests, live, args.entity, leaders, deleted)
     report.fail_on_conflict = args.fail_on_conflict
     if args.broker_validate:
         try:
