@@ -49,6 +49,8 @@ class OperatorProcess:
                 # Test suites delete hundreds of resources at once on purpose; the
                 # mass-removal guard is on where it is under test (and in make demo).
                 "KQUOTA_DELETION_GUARD": "false",
+                # Removals wait for changes to stop; 1 s keeps the suites quick.
+                "KQUOTA_REMOVAL_SETTLE": "1",
                 "KQUOTA_METRICS_PORT": str(self.metrics_port),
                 "KQUOTA_LIVENESS_PORT": str(self.liveness_port),
                 "PYTHONUNBUFFERED": "1",

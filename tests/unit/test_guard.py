@@ -114,38 +114,44 @@ def test_adopt_over_many_hand_made_quotas_is_held() -> None:
     asyncio.run(run())
 
 
-def test_removals_streaming_in_a_few_per_pass_are_held_once_the_stream_passes_the_limits() -> None:
-    """A prune arrives as one deletion after another; the guard counts the last minute's removals."""
+def test_removals_wait_until_changes_stop_so_a_streamed_prune_is_guarded_whole() -> None:
+    """A prune arrives as one deletion after another: removals wait for a quiet removal_settle."""
 
     async def run() -> None:
         broker, kube = Broker(), Kube()
         records = [quota(f"q{i}", f"u{i}", 1000 + i) for i in range(20)]
         eng = engine(records, broker, kube)
+        eng.settings = eng.settings.model_copy(update={"removal_settle": 0.3})
         eng._cluster_object = lambda: _cluster({})
         await eng.reconcile_once()
-        for _ in range(20):
+        for i in range(20):
             records.pop()
+            eng.trigger(f"q{19 - i}")  # the deletion's watch event
             await eng.reconcile_once()
-        # The first nine went (under the 10-key minimum); from the tenth on, all are held.
-        assert len(broker.live) == 11
+        assert len(broker.live) == 20, "nothing removed while deletions keep arriving"
+        await asyncio.sleep(0.35)
+        await eng.reconcile_once()
+        assert len(broker.live) == 20, "the whole set is held"
         conditions = {c["type"]: c for c in kube.statuses["c"]["conditions"]}
-        assert conditions["DeletionGuard"]["message"].startswith("11 quota key removals held")
+        assert conditions["DeletionGuard"]["message"].startswith("20 quota key removals held")
 
     asyncio.run(run())
 
 
-def test_removals_spread_beyond_the_window_are_not_held() -> None:
+def test_a_few_removals_go_once_changes_stop() -> None:
     async def run() -> None:
         broker, kube = Broker(), Kube()
         records = [quota(f"q{i}", f"u{i}", 1000 + i) for i in range(20)]
         eng = engine(records, broker, kube)
-        eng._cluster_object = lambda: _cluster({})
+        eng.settings = eng.settings.model_copy(update={"removal_settle": 0.3})
         await eng.reconcile_once()
-        for _ in range(20):
-            records.pop()
-            await eng.reconcile_once()
-            # As if a minute went by between deletions.
-            eng._recent_removals = type(eng._recent_removals)((t - 61, n) for t, n in eng._recent_removals)
-        assert broker.live == {}
+        del records[:2]
+        eng.trigger("q0")
+        await eng.reconcile_once()
+        assert len(broker.live) == 20
+        await asyncio.sleep(0.35)
+        await eng.reconcile_once()
+        assert len(broker.live) == 18
+        assert "DeletionGuard" not in {c["type"] for c in kube.statuses["c"]["conditions"]}
 
     asyncio.run(run())

@@ -12,10 +12,10 @@ held keys, and is released by annotating the KafkaCluster with that id
 (``kquota.io/approve-removals=<id>``): an approval covers exactly the removals
 the user saw, and a different set (more resources deleted meanwhile) needs a
 new one. Passes removing fewer than a minimum (default 10) are never held, so
-deleting a resource from a small cluster is not a ceremony. Removals of the
-last minute count towards the limits too, because a prune reaches the
-operator as a stream of deletions that passes see a few at a time: the first
-few may go, the rest are held.
+deleting a resource from a small cluster is not a ceremony. A prune reaches
+the operator as a stream of deletions; the reconciler removes keys only once
+changes have stopped for ``removal_settle`` seconds, so the guard (like
+``kquota plan``) sees the whole set.
 
 Pure: the reconciler passes the removals it planned and gets back what to hold.
 """
@@ -31,8 +31,6 @@ from kquota.domain.plan import EntityChange
 
 #: The KafkaCluster annotation that approves a held set of removals (its value is the hold's id).
 APPROVAL_ANNOTATION = "kquota.io/approve-removals"
-#: Removals this recent count towards the limits together with a pass's own.
-WINDOW_SECONDS = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,23 +69,17 @@ def hold_id(keys: Iterable[tuple[Entity, QuotaKey]]) -> str:
     return digest.hexdigest()[:12]
 
 
-def guard(
-    removed: frozenset[tuple[Entity, QuotaKey]], owned: int, limits: GuardLimits, recent: int = 0
-) -> GuardHold | None:
+def guard(removed: frozenset[tuple[Entity, QuotaKey]], owned: int, limits: GuardLimits) -> GuardHold | None:
     """The hold for these removals, or None when they may go ahead.
 
-    ``recent`` counts the removals of the last ``WINDOW_SECONDS``: a prune or a
-    namespace deletion reaches the operator as a stream of deletions, which
-    passes see a few at a time, so the limits apply to the stream, not to one
-    pass. ``owned`` is counted before this pass and after the recent removals,
-    which are added back for the share.
+    ``owned`` is the base of the share: the keys kquota owns on the cluster
+    (plus the unowned ones Adopt would remove).
     """
     n = len(removed)
-    total = n + recent
-    if not limits.enabled or n == 0 or total < limits.min_count:
+    if not limits.enabled or n < limits.min_count:
         return None
-    if total > limits.max_count or total * 100 > limits.percent * max(owned + recent, 1):
-        return GuardHold(hold_id(removed), removed, owned + recent)
+    if n > limits.max_count or n * 100 > limits.percent * max(owned, 1):
+        return GuardHold(hold_id(removed), removed, owned)
     return None
 
 

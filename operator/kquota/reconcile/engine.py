@@ -37,7 +37,6 @@ Safety rules kept here:
 from __future__ import annotations
 
 import asyncio
-import collections
 import dataclasses
 import datetime as dt
 import logging
@@ -50,7 +49,6 @@ from kquota.domain.desired import split_budget
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.guard import (
     APPROVAL_ANNOTATION,
-    WINDOW_SECONDS,
     GuardHold,
     GuardLimits,
     guard,
@@ -217,6 +215,9 @@ class ClusterReconciler:
         self._admin_conn: object | None = None
         self._wake = asyncio.Event()
         self._first_trigger: float | None = None
+        #: When the last change arrived, and since when removals wait for changes to stop.
+        self._last_trigger = float("-inf")
+        self._deferring_since: float | None = None
         self._ledger: Ledger | None = None
         self._rejections: dict[Entity, _Rejection] = {}
         self._written: dict[str, Mapping[str, Any]] = {}
@@ -236,8 +237,6 @@ class ClusterReconciler:
         self._hold_text = ""
         self._hold_announced: str | None = None
         self._limits = GuardLimits()
-        #: (when, how many) removals went through recently: the guard's window.
-        self._recent_removals: collections.deque[tuple[float, int]] = collections.deque()
         #: The KafkaCluster's (generation, removal approval) last seen by the handlers (a change means a full pass).
         self.cluster_version: tuple[int, str | None] | None = None
         self.passes = 0
@@ -257,7 +256,31 @@ class ClusterReconciler:
             self._dirty.add(uid)
         if self._first_trigger is None:
             self._first_trigger = time.monotonic()
+        self._last_trigger = time.monotonic()
         self._wake.set()
+
+    def _wake_full(self) -> None:
+        """A full pass soon, without counting as a change (the end of a removal deferral)."""
+        self._full = True
+        self._wake.set()
+
+    def _defer_removals(self, now: float) -> bool:
+        """Whether this pass's removals wait: a change arrived less than ``removal_settle`` ago.
+
+        Bounded: under changes that never stop, removals go after six settle
+        times (at least 30 s) of waiting.
+        """
+        settle = self.settings.removal_settle
+        quiet = now - self._last_trigger
+        if settle <= 0 or quiet >= settle:
+            self._deferring_since = None
+            return False
+        if self._deferring_since is None:
+            self._deferring_since = now
+        if now - self._deferring_since >= max(30.0, 6 * settle):
+            return False
+        asyncio.get_running_loop().call_later(settle - quiet + 0.05, self._wake_full)
+        return True
 
     async def wait_released(self, uid: str, timeout: float) -> None:
         """Wait until a deleting resource's keys are gone from the brokers (for the finalizer)."""
@@ -455,6 +478,13 @@ class ClusterReconciler:
         plan_record: Mapping[Entity, Mapping[QuotaKey, float]] = the_plan.record
         plan_forget: Mapping[Entity, set[QuotaKey]] = the_plan.forget
         removed = removals(sendable)
+        if not removed:
+            self._deferring_since = None
+        elif self._defer_removals(time.monotonic()):
+            # Changes are still arriving (a prune, a namespace deletion): remove once they
+            # stop, so the guard and the events see the whole set, as `kquota plan` does.
+            sendable, plan_record, plan_forget = without(sendable, plan_record, plan_forget, removed)
+            removed = frozenset()
         # The base is every key kquota owns plus the unowned ones it would remove (Adopt).
         base = sum(len(v) for v in ledger.values()) + sum(1 for e, k in removed if k not in ledger.get(e, {}))
         hold = self._guard(removed, base, full=touched is None)
@@ -910,14 +940,8 @@ class ClusterReconciler:
         s = self.settings
         limits = GuardLimits(s.deletion_guard, s.deletion_guard_percent, s.deletion_guard_max, s.deletion_guard_min)
         self._limits = limits
-        now = time.monotonic()
-        while self._recent_removals and self._recent_removals[0][0] < now - WINDOW_SECONDS:
-            self._recent_removals.popleft()
-        recent = sum(n for _, n in self._recent_removals)
-        hold = guard(removed, owned, limits, recent)
+        hold = guard(removed, owned, limits)
         if hold is None:
-            if removed:
-                self._recent_removals.append((now, len(removed)))
             return None
         if not full:
             # A narrow pass sees part of the picture: hold, and size the hold in a full pass.
@@ -925,8 +949,6 @@ class ClusterReconciler:
             return hold
         if self._approval() == hold.id:
             log.warning("cluster %s: %d removals approved (%s=%s)", self.name, hold.count, APPROVAL_ANNOTATION, hold.id)
-            # What was approved does not count against the next removals.
-            self._recent_removals.clear()
             return None
         return hold
 

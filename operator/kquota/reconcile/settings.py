@@ -33,6 +33,11 @@ class OperatorSettings(BaseSettings):
     api_connections: int = Field(
         32, ge=1, description="Most connections Kopf opens to the API server (each holds a TLS buffer)."
     )
+    removal_settle: float = Field(
+        5.0,
+        ge=0,
+        description="Seconds without a new change before keys are removed, so a prune is seen (and guarded) whole.",
+    )
     deletion_guard: bool = Field(
         True, description="Hold a pass's removals when they are a large share of a cluster's owned keys."
     )
