@@ -49,6 +49,9 @@ class OperatorProcess:
                 # Test suites delete hundreds of resources at once on purpose; the
                 # mass-removal guard is on where it is under test (and in make demo).
                 "KQUOTA_DELETION_GUARD": "false",
+                # The suites point several KafkaClusters at one session broker (a
+                # tenancy cluster beside the module's); the refusal is tested on its own.
+                "KQUOTA_ALLOW_SHARED_KAFKA_CLUSTERS": "true",
                 # Removals wait for changes to stop; 1 s keeps the suites quick.
                 "KQUOTA_REMOVAL_SETTLE": "1",
                 "KQUOTA_METRICS_PORT": str(self.metrics_port),

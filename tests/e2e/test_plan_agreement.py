@@ -28,16 +28,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness.kafka_cluster import KafkaCluster, running
+from harness.kafka_cluster import KafkaCluster
 from harness.kube_apiserver import KubeAPIServer
 from harness.operator_proc import LEDGER_NAMESPACE, client_quota, condition, kafka_cluster_manifest, wait_for
-from harness.stack import Stack, start_stack, stop_stack
+from harness.stack import Stack
 
 from kquota.cli.main import main
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.guard import APPROVAL_ANNOTATION
 from kquota.kafka.quotas import ConnectionSettings, EntityAlteration, QuotaAdmin, QuotaOp
 from tests.support.quotas import C, N, P, R
+from tests.support.stacks import own_stack
 
 pytestmark = pytest.mark.e2e
 
@@ -46,20 +47,19 @@ KEYS = {"producerByteRate": P, "consumerByteRate": C, "requestPercentage": R, "c
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    with running(tmp_path_factory.mktemp("kafka-agreement")) as cluster:
-        yield cluster
+def own(kube: KubeAPIServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KafkaCluster, Stack]]:
+    with own_stack(kube, tmp_path_factory, "agreement", {"KQUOTA_DELETION_GUARD": "true"}) as pair:
+        yield pair
 
 
 @pytest.fixture(scope="module")
-def stack(kube: KubeAPIServer, broker: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    s = start_stack(
-        kube, broker, tmp_path_factory.mktemp("operator-agreement"), extra_env={"KQUOTA_DELETION_GUARD": "true"}
-    )
-    try:
-        yield s
-    finally:
-        stop_stack(s)
+def broker(own: tuple[KafkaCluster, Stack]) -> KafkaCluster:
+    return own[0]
+
+
+@pytest.fixture(scope="module")
+def stack(own: tuple[KafkaCluster, Stack]) -> Stack:
+    return own[1]
 
 
 # --- scenarios -----------------------------------------------------------------------------

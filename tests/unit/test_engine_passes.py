@@ -59,6 +59,9 @@ class Broker:
     def broker_ids(self) -> list[int]:
         return [1]
 
+    def cluster_info(self) -> tuple[str, list[int]]:
+        return "fake-cluster-id", [1]
+
     def close(self) -> None:
         pass
 

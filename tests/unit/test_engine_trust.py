@@ -9,12 +9,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from kquota.domain.entities import Entity
 from kquota.domain.plan import Protection, UnmanagedPolicy
 from kquota.domain.status import Reason
 from kquota.domain.tenancy import Grant
 from kquota.kafka.quotas import ConnectionSettings
 from kquota.reconcile.build import record_from_body
+from kquota.reconcile.engine import DuplicateCluster
 from kquota.reconcile.records import ClusterConfig, ResourceRecord
 from tests.support.quotas import C, P
 from tests.unit.test_engine_passes import Broker, Kube, engine, reason
@@ -225,5 +228,28 @@ def test_deleting_a_resource_whose_user_became_protected_does_not_wait_forever()
         await eng.reconcile_once()
         await asyncio.wait_for(waiting, 1)
         assert broker.live[ALICE] == {P: 1000.0}, "a protected entity is never changed"
+
+    asyncio.run(run())
+
+
+def test_a_younger_kafkacluster_for_the_same_kafka_cluster_changes_nothing() -> None:
+    async def run() -> None:
+        broker, kube = Broker(), Kube()
+        eng = engine([client_quota("q", "alice", producerByteRate=1000)], broker, kube)
+        eng.settings = eng.settings.model_copy(update={"allow_shared_kafka_clusters": False})
+        eng._cluster_object = lambda: {"metadata": {"name": "c", "creationTimestamp": "2026-02-01T00:00:00Z"}}
+        eng._peers = lambda: {"older": ("2026-01-01T00:00:00Z", "fake-cluster-id")}
+        with pytest.raises(
+            DuplicateCluster, match="KafkaCluster 'older' already manages Kafka cluster fake-cluster-id"
+        ):
+            await eng.reconcile_once()
+        assert broker.live == {}
+        # Another Kafka cluster's KafkaCluster, or a younger one, is no reason to refuse.
+        eng._peers = lambda: {
+            "older": ("2026-01-01T00:00:00Z", "other-id"),
+            "young": ("2026-03-01T00:00:00Z", "fake-cluster-id"),
+        }
+        await eng.reconcile_once()
+        assert broker.live == {ALICE: {P: 1000.0}}
 
     asyncio.run(run())

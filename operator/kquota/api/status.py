@@ -129,7 +129,8 @@ _CONDITIONS_DOC: Final = (
     "KafkaUnavailable (retried with backoff); NotAuthorized (a Kafka ACL is missing; retried with "
     "backoff); ClusterNotFound (no KafkaCluster of the name clusterRef, or the operator's default "
     "cluster, gives: Stalled, written within seconds, also when the KafkaCluster is deleted later; "
-    "keys applied before stay on the brokers); ClusterNotReady (the KafkaCluster's spec is unusable or "
+    "keys applied before stay on the brokers); DuplicateCluster (an older KafkaCluster manages the "
+    "same Kafka cluster: nothing is applied through this one); ClusterNotReady (the KafkaCluster's spec is unusable or "
     "a Secret it names is unreadable); TopicNotFound; UnsupportedByBroker."
 )
 _CONDITIONS_EXTRA: Final[dict[str, Any]] = {
@@ -214,10 +215,18 @@ class KafkaClusterStatus(StatusModel):
         description="Current state, keyed by type; Ready is True (reason Connected) while the operator "
         "can reach the brokers. While the mass-removal guard holds a pass's removals: Ready=False and "
         "Stalled=True with reason RemovalsHeld, and DeletionGuard=True whose message gives the count, "
-        "some of the keys and the id to approve with the annotation kquota.io/approve-removals.",
+        "some of the keys and the id to approve with the annotation kquota.io/approve-removals. "
+        "Ready=False, Stalled=True with reason DuplicateCluster when an older KafkaCluster already "
+        "manages the same Kafka cluster (same clusterId): nothing is read or changed through this one.",
         json_schema_extra=_CONDITIONS_EXTRA,
     )
     brokers: int | None = Field(None, ge=0, description="Number of brokers in the cluster.")
+    cluster_id: str | None = Field(
+        None,
+        description="The Kafka cluster's id (DescribeCluster). The operator refuses a second KafkaCluster "
+        "for the same id unless KQUOTA_ALLOW_SHARED_KAFKA_CLUSTERS is set (Helm value "
+        "operator.allowSharedKafkaClusters).",
+    )
     controller_quota_window: ControllerQuotaWindow | None = Field(
         None,
         description="Reserved: not filled by this kquota version. Each ControllerMutationQuota's "

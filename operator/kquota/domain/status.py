@@ -37,6 +37,8 @@ class Reason(enum.StrEnum):
     UNSUPPORTED_BY_BROKER = "UnsupportedByBroker"
     #: KafkaCluster only: the mass-removal guard holds this pass's removals until approved.
     REMOVALS_HELD = "RemovalsHeld"
+    #: Another KafkaCluster already manages the same Kafka cluster (same cluster id).
+    DUPLICATE_CLUSTER = "DuplicateCluster"
 
 
 #: Reasons only a KafkaCluster's status carries, never a quota resource's.
@@ -57,6 +59,8 @@ STALLED = frozenset(
         # No KafkaCluster of that name: nothing is applied until a KafkaCluster
         # is created or clusterRef changes, so GitOps health must not wait on it.
         Reason.CLUSTER_NOT_FOUND,
+        # Two KafkaClusters for one Kafka cluster would fight over keys: one must go.
+        Reason.DUPLICATE_CLUSTER,
     }
 )
 
@@ -190,6 +194,7 @@ def render_cluster_status(
     brokers: int | None,
     now: str,
     held: str | None = None,
+    cluster_id: str | None = None,
 ) -> dict[str, Any]:
     """A KafkaCluster's status: Ready while kquota can reach it, with the broker count.
 
@@ -208,6 +213,7 @@ def render_cluster_status(
         ]
         status_held: dict[str, Any] = {"observedGeneration": generation, "conditions": conds}
         status_held["brokers"] = brokers if brokers is not None else prev_status.get("brokers")
+        status_held["clusterId"] = cluster_id or prev_status.get("clusterId")
         return status_held
     conds = [
         _condition(
@@ -215,7 +221,9 @@ def render_cluster_status(
         )
     ]
     if not ok:
-        conds.append(_condition(prev, "Reconciling", "True", reason.value, message, generation, now))
+        kind = "Stalled" if reason in STALLED else "Reconciling"
+        conds.append(_condition(prev, kind, "True", reason.value, message, generation, now))
     status: dict[str, Any] = {"observedGeneration": generation, "conditions": conds}
     status["brokers"] = brokers if brokers is not None else prev_status.get("brokers")
+    status["clusterId"] = cluster_id or prev_status.get("clusterId")
     return status

@@ -65,6 +65,8 @@ class Runtime:
     records: dict[str, ResourceRecord] = {}
     #: Names of the KafkaClusters that exist.
     clusters: set[str] = set()
+    #: Each KafkaCluster's (creationTimestamp, status.clusterId): a second one for a Kafka cluster is refused.
+    cluster_facts: dict[str, tuple[str, str | None]] = {}
     orphans: OrphanReporter | None = None
 
 
@@ -219,6 +221,10 @@ async def kafkacluster_generation(name: str, body: kopf.Body, **_: Any) -> dict[
     if engine is not None:
         engine.cluster_version = version
     Runtime.clusters.add(name)
+    Runtime.cluster_facts[name] = (
+        str(meta.get("creationTimestamp") or ""),
+        (body.get("status") or {}).get("clusterId"),
+    )
     if Runtime.orphans is not None:
         Runtime.orphans.cluster_seen(name)
     return {name: generation}
@@ -230,6 +236,7 @@ async def kafkacluster_event(name: str, event: kopf.RawEvent, **_: Any) -> None:
     # on KafkaClusters: deleting one never waits for kquota).
     if event.get("type") == "DELETED":
         Runtime.clusters.discard(name)
+        Runtime.cluster_facts.pop(name, None)
 
 
 def _records(kwargs: dict[str, Any], cluster: str) -> Iterator[ResourceRecord]:
@@ -254,6 +261,7 @@ async def cluster_reconciler(name: str, body: kopf.Body, stopped: kopf.DaemonSto
         ledger_store=LedgerStore(kube, settings.namespace, name),
         settings=settings,
         cluster_object=lambda: body,
+        peers=lambda: Runtime.cluster_facts,
     )
     Runtime.engines[name] = engine
     task = asyncio.create_task(engine.run(), name=f"reconcile-{name}")

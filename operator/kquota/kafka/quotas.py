@@ -452,11 +452,15 @@ class QuotaAdmin:
 
     def broker_ids(self) -> list[int]:
         """The ids of the brokers in the cluster (DescribeCluster), for status and per-broker math."""
+        return self.cluster_info()[1]
+
+    def cluster_info(self) -> tuple[str, list[int]]:
+        """The Kafka cluster's id and its brokers' ids, from one DescribeCluster."""
         request = DescribeClusterRequest(include_cluster_authorized_operations=False)
         response = self._send(request, "DescribeCluster")
         if response.error_code:
             raise QuotaRequestError(response.error_code, _error_name(response.error_code), response.error_message)
-        return sorted(int(b.broker_id) for b in response.brokers)
+        return str(response.cluster_id), sorted(int(b.broker_id) for b in response.brokers)
 
     def broker_configs(self, broker_id: int, keys: Sequence[str]) -> dict[str, str]:
         """Effective values (defaults included) of some configs of one broker."""

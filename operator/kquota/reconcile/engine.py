@@ -126,6 +126,10 @@ TRANSIENT_ERRORS = frozenset(
 TRANSIENT_RETRY_SECONDS = 5.0
 
 
+class DuplicateCluster(Exception):
+    """An older KafkaCluster already manages the Kafka cluster this one points at."""
+
+
 class ClusterNotReady(Exception):
     """The KafkaCluster cannot be used yet (missing, or its Secret is unreadable)."""
 
@@ -192,6 +196,7 @@ class ClusterReconciler:
         settings: OperatorSettings,
         admin_factory: Callable[[ClusterConfig], QuotaAdmin] | None = None,
         cluster_object: Callable[[], Mapping[str, Any]] | None = None,
+        peers: Callable[[], Mapping[str, tuple[str, str | None]]] | None = None,
     ) -> None:
         self.name = name
         self._records = records
@@ -203,6 +208,9 @@ class ClusterReconciler:
         #: The KafkaCluster object (a live view), for its own status.
         self._cluster_object = cluster_object
         self._cluster_written: Mapping[str, Any] | None = None
+        #: Every KafkaCluster's (creationTimestamp, status.clusterId), to refuse a second one for a Kafka cluster.
+        self._peers = peers or dict
+        self._cluster_id: str | None = None
         self._windows: tuple[float, dict[int, ControllerWindow]] | None = None
         # Observed metrics: the source (kept: the scrape source remembers readings),
         # the latest observation per resource, and when status.observed was written.
@@ -323,7 +331,7 @@ class ClusterReconciler:
                 backoff = 1.0
                 if started is not None:
                     metrics.CHANGE_LATENCY_SECONDS.labels(self.name).observe(time.monotonic() - started)
-            except (KafkaUnavailable, KafkaNotAuthorized, ClusterNotReady, SecretNotFound) as exc:
+            except (KafkaUnavailable, KafkaNotAuthorized, ClusterNotReady, SecretNotFound, DuplicateCluster) as exc:
                 # A missing ACL is retried with the same capped backoff: the admin may grant it any time.
                 if isinstance(exc, KafkaNotAuthorized):
                     reason = Reason.NOT_AUTHORIZED
@@ -331,6 +339,8 @@ class ClusterReconciler:
                     reason = Reason.KAFKA_UNAVAILABLE
                 elif isinstance(exc, SecretNotFound):
                     reason = Reason.CLUSTER_NOT_READY
+                elif isinstance(exc, DuplicateCluster):
+                    reason = Reason.DUPLICATE_CLUSTER
                 else:
                     reason = Reason.CLUSTER_NOT_FOUND
                 metrics.ERRORS.labels(self.name, reason.value).inc()
@@ -396,6 +406,9 @@ class ClusterReconciler:
             self._ledger = await self.ledger_store.load()
         ledger = self._ledger
         admin = self._admin_for(cfg)
+        # Before anything is read or written: is this Kafka cluster another KafkaCluster's?
+        cluster_id, brokers = await self._cluster_info(admin, fresh=scope is None)
+        self._refuse_duplicate(cluster_id)
         narrowed = None if scope is None else self._narrow(every, scope)
         touched = None if narrowed is None else narrowed[1]
         records = every if narrowed is None else narrowed[0]
@@ -571,7 +584,6 @@ class ClusterReconciler:
 
         problems = {e: m for e, m in {**held_back, **failed}.items() if e not in transient}
         retrying = {e: failed[e] for e in transient}
-        brokers = await self._broker_ids(admin, fresh=touched is None)
         windows = await self._controller_windows(admin, brokers, claimers)
         for rec in claimers:
             outcome = self._outcome(rec, claims, live_after, problems, retrying)
@@ -1152,7 +1164,16 @@ class ClusterReconciler:
         meta = body.get("metadata") or {}
         prev = self._cluster_written or body.get("status") or {}
         held = self._hold_text if self._hold is not None and reason is Reason.APPLIED else None
-        new = render_cluster_status(prev, int(meta.get("generation") or 0), reason, message, brokers, _now(), held=held)
+        new = render_cluster_status(
+            prev,
+            int(meta.get("generation") or 0),
+            reason,
+            message,
+            brokers,
+            _now(),
+            held=held,
+            cluster_id=self._cluster_id,
+        )
         if not needs_write(prev, new):
             return
         ref = ObjectRef(
@@ -1230,8 +1251,30 @@ class ClusterReconciler:
             return None
         return involved, frozenset(touched)
 
-    async def _broker_ids(self, admin: QuotaAdmin, fresh: bool) -> list[int]:
-        """The brokers' ids, re-read on full passes (at least once per drift interval)."""
-        if fresh or self._brokers is None:
-            self._brokers = await asyncio.to_thread(admin.broker_ids)
-        return self._brokers
+    async def _cluster_info(self, admin: QuotaAdmin, fresh: bool) -> tuple[str, list[int]]:
+        """The Kafka cluster's id and brokers' ids, re-read on full passes (at least once per drift interval)."""
+        if fresh or self._brokers is None or self._cluster_id is None:
+            cluster_id, brokers = await asyncio.to_thread(admin.cluster_info)
+            self._cluster_id, self._brokers = cluster_id, brokers
+            return cluster_id, brokers
+        return self._cluster_id, self._brokers
+
+    def _refuse_duplicate(self, cluster_id: str) -> None:
+        """Raise DuplicateCluster when an older KafkaCluster manages the same Kafka cluster.
+
+        Two KafkaClusters on one Kafka cluster keep two ledgers and fight over
+        any key both claim (each restores its value on every drift check), and
+        Adopt on either removes the other's quotas. The older one (creation
+        time, then name) keeps the cluster; the younger changes nothing.
+        """
+        if self.settings.allow_shared_kafka_clusters or self._cluster_object is None:
+            return
+        meta = self._cluster_object().get("metadata") or {}
+        me = (str(meta.get("creationTimestamp") or ""), self.name)
+        for name, (created, other_id) in self._peers().items():
+            if name != self.name and other_id == cluster_id and (created, name) < me:
+                raise DuplicateCluster(
+                    f"KafkaCluster {name!r} already manages Kafka cluster {cluster_id} (created first): this "
+                    "KafkaCluster changes nothing; delete one of them, or set KQUOTA_ALLOW_SHARED_KAFKA_CLUSTERS "
+                    "(Helm value operator.allowSharedKafkaClusters) if several are meant to share it"
+                )

@@ -33,6 +33,10 @@ class OperatorSettings(BaseSettings):
     api_connections: int = Field(
         32, ge=1, description="Most connections Kopf opens to the API server (each holds a TLS buffer)."
     )
+    allow_shared_kafka_clusters: bool = Field(
+        False,
+        description="Let several KafkaClusters manage one Kafka cluster (else the younger is refused).",
+    )
     removal_settle: float = Field(
         5.0,
         ge=0,
