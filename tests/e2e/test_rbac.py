@@ -162,7 +162,14 @@ def test_the_operator_publishes_its_default_cluster(sa_stack: Stack, release: Re
     cm = json.loads(
         sa_stack.kube.kubectl("get", "configmap", "kquota-operator", "-n", release.namespace, "-o", "json").stdout
     )
-    assert json.loads(cm["data"]["settings.json"]) == {"defaultCluster": release.cluster, "version": __version__}
+    published = json.loads(cm["data"]["settings.json"])
+    assert {k: published[k] for k in ("defaultCluster", "version")} == {
+        "defaultCluster": release.cluster,
+        "version": __version__,
+    }
+    # What plan needs to agree with this operator: its protected principals and guard limits (the harness
+    # runs with the guard off).
+    assert published["protectedUsers"] == [] and published["deletionGuard"]["enabled"] is False
 
 
 def test_exactly_one_replica_is_active_and_a_standby_takes_over(
