@@ -11,6 +11,7 @@ integers.
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from harness.stack import Stack, start_stack, stop_stack
 
 from kquota.domain.entities import Entity
 from kquota.domain.guard import APPROVAL_ANNOTATION
+from kquota.kafka.quotas import ConnectionSettings, EntityAlteration, QuotaAdmin, QuotaOp
 from tests.support.quotas import P, R
 from tests.unit.test_argocd_health import kstatus
 
@@ -33,7 +35,12 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture(scope="module")
 def stack(kube: KubeAPIServer, kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """This module's operator runs as the chart runs it: with the mass-removal guard on."""
-    s = start_stack(kube, kafka, tmp_path_factory.mktemp("operator-trust"), extra_env={"KQUOTA_DELETION_GUARD": "true"})
+    s = start_stack(
+        kube,
+        kafka,
+        tmp_path_factory.mktemp("operator-trust"),
+        extra_env={"KQUOTA_DELETION_GUARD": "true", "KQUOTA_CONTESTED_RETRY": "8"},
+    )
     try:
         yield s
     finally:
@@ -260,3 +267,35 @@ def _cluster_obj(stack: Stack, cluster: str) -> dict[str, Any]:
 def _events_of(stack: Stack, cluster: str) -> list[dict[str, Any]]:
     items = json.loads(stack.kube.kubectl("get", "events", "-n", "default", "-o", "json").stdout)["items"]
     return [e for e in items if e.get("involvedObject", {}).get("name") == cluster]
+
+
+def test_another_writer_undoing_a_key_makes_it_contested_instead_of_an_endless_fight(stack: Stack) -> None:
+    ns, name, user = stack.new_namespace(), uniq("cq"), uniq("fought")
+    entity = Entity.for_user(user)
+    apply(stack.kube, client_quota(ns, name, {"user": {"name": user}}, {"producerByteRate": 1000}))
+    wait_reason(stack, ns, name, "Applied")
+    stop = threading.Event()
+
+    def other_writer() -> None:
+        admin = QuotaAdmin(ConnectionSettings(bootstrap_servers=stack.kafka.bootstrap))
+        try:
+            while not stop.is_set():
+                admin.alter([EntityAlteration(entity, (QuotaOp(P, 5.0),))])
+                stop.wait(0.5)
+        finally:
+            admin.close()
+
+    fighter = threading.Thread(target=other_writer, daemon=True)
+    fighter.start()
+    try:
+        obj = wait_reason(stack, ns, name, "Contested", timeout=60)
+        assert f"producer_byte_rate on users/{user}" in condition(obj)["message"]
+        assert condition(obj, "Stalled").get("status") == "True"
+        wait_event(stack, ns, "Contested", name, "changed back on the brokers 3 times")
+    finally:
+        stop.set()
+        fighter.join(10)
+    # The other writer stopped: after the retry time kquota restores the key once more, and it stays.
+    wait_reason(stack, ns, name, "Applied", timeout=60)
+    assert stack.broker_quotas()[entity] == {P: 1000.0}
+    stack.kube.kubectl("delete", "clientquota", name, "-n", ns, "--timeout=30s")

@@ -253,3 +253,22 @@ def test_a_younger_kafkacluster_for_the_same_kafka_cluster_changes_nothing() -> 
         assert broker.live == {ALICE: {P: 1000.0}}
 
     asyncio.run(run())
+
+
+def test_another_writer_undoing_a_key_makes_it_contested_instead_of_a_fight() -> None:
+    async def run() -> None:
+        broker, kube = Broker(), Kube()
+        eng = engine([client_quota("q", "alice", producerByteRate=1000)], broker, kube)
+        await eng.reconcile_once()
+        for _ in range(3):
+            broker.live[ALICE] = {P: 5.0}  # the other writer
+            await eng.reconcile_once()
+        assert len(events(kube, "Contested")) == 1
+        assert reason(kube, "q") == "Contested"
+        broker.live[ALICE] = {P: 5.0}
+        report = await eng.reconcile_once()
+        assert report.changes == 0 and broker.live[ALICE] == {P: 5.0}, "no more fighting"
+        ready = next(c for c in kube.statuses["q"]["conditions"] if c["type"] == "Ready")
+        assert "producer_byte_rate on users/alice (now 5" in ready["message"]
+
+    asyncio.run(run())

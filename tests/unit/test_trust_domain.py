@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from kquota.domain.contest import ContestTracker
 from kquota.domain.entities import Entity
 from kquota.domain.plan import UnmanagedPolicy, plan
 from kquota.domain.status import STALLED, Reason, merge_patch, value_text
@@ -109,3 +110,22 @@ def test_the_message_names_the_default_cluster_setting_when_there_is_no_cluster_
         assert "operator's default cluster 'c' (operator.defaultCluster" in ready["message"]
 
     asyncio.run(run())
+
+
+def test_a_key_restored_three_times_in_the_window_is_contested_until_its_retry() -> None:
+    tracker = ContestTracker(restores=3, window=600, retry=300)
+    key = (ALICE, P)
+    assert not tracker.restored(key, 0) and not tracker.restored(key, 100)
+    assert tracker.restored(key, 200), "the third restore within 600 s"
+    assert tracker.contested(key, 201) and tracker.contested(key, 499)
+    assert not tracker.contested(key, 500), "retry time: restore once more"
+    assert not tracker.restored(key, 500), "the retry restore alone does not make it contested again"
+    assert tracker.restored(key, 510), "the other writer still at it: contested again at once"
+
+
+def test_restores_spread_over_more_than_the_window_are_only_drift() -> None:
+    tracker = ContestTracker(restores=3, window=600, retry=300)
+    for t in (0, 400, 800, 1200):
+        assert not tracker.restored((ALICE, P), t)
+    tracker.forget(set())
+    assert tracker.active() == {}

@@ -129,7 +129,9 @@ _CONDITIONS_DOC: Final = (
     "KafkaUnavailable (retried with backoff); NotAuthorized (a Kafka ACL is missing; retried with "
     "backoff); ClusterNotFound (no KafkaCluster of the name clusterRef, or the operator's default "
     "cluster, gives: Stalled, written within seconds, also when the KafkaCluster is deleted later; "
-    "keys applied before stay on the brokers); DuplicateCluster (an older KafkaCluster manages the "
+    "keys applied before stay on the brokers); Contested (another writer keeps changing a key back: "
+    "restored 3 times within 10 minutes, it is left as the other writer set it and restored once more "
+    "after 5 minutes); DuplicateCluster (an older KafkaCluster manages the "
     "same Kafka cluster: nothing is applied through this one); ClusterNotReady (the KafkaCluster's spec is unusable or "
     "a Secret it names is unreadable); TopicNotFound; UnsupportedByBroker."
 )

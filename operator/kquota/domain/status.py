@@ -37,6 +37,8 @@ class Reason(enum.StrEnum):
     UNSUPPORTED_BY_BROKER = "UnsupportedByBroker"
     #: KafkaCluster only: the mass-removal guard holds this pass's removals until approved.
     REMOVALS_HELD = "RemovalsHeld"
+    #: Another writer changes a key back again and again; kquota stopped restoring it for a while.
+    CONTESTED = "Contested"
     #: Another KafkaCluster already manages the same Kafka cluster (same cluster id).
     DUPLICATE_CLUSTER = "DuplicateCluster"
 
@@ -61,6 +63,8 @@ STALLED = frozenset(
         Reason.CLUSTER_NOT_FOUND,
         # Two KafkaClusters for one Kafka cluster would fight over keys: one must go.
         Reason.DUPLICATE_CLUSTER,
+        # Someone must stop the other writer (or delete the resource).
+        Reason.CONTESTED,
     }
 )
 

@@ -45,6 +45,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kquota.domain.contest import ContestTracker
 from kquota.domain.desired import split_budget
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.guard import (
@@ -245,6 +246,7 @@ class ClusterReconciler:
         self._hold_text = ""
         self._hold_announced: str | None = None
         self._limits = GuardLimits()
+        self._contest = ContestTracker(settings.contested_restores, settings.contested_window, settings.contested_retry)
         #: The KafkaCluster's (generation, removal approval) last seen by the handlers (a change means a full pass).
         self.cluster_version: tuple[int, str | None] | None = None
         self.passes = 0
@@ -473,7 +475,9 @@ class ClusterReconciler:
         now = time.monotonic()
         sendable: list[EntityChange] = []
         held_back: dict[Entity, str] = dict(frozen)
-        for change in the_plan.changes:
+        drift_keys = {(d.entity, d.key) for d in the_plan.drift}
+        uncontested = (self._uncontested(c, drift_keys, now) for c in the_plan.changes)
+        for change in (c for c in uncontested if c is not None):
             if change.entity in frozen:
                 continue
             rejection = self._rejections.get(change.entity)
@@ -557,6 +561,8 @@ class ClusterReconciler:
         if failed or forget:
             await self.ledger_store.save(ledger, set(failed) | set(forget))
         self._ledger = ledger
+        if touched is None:
+            self._contest.forget({(e, k) for e, values in ledger.items() for k in values})
         metrics.OWNED_KEYS.labels(self.name).set(sum(len(v) for v in ledger.values()))
         report.rejected = len(failed)
         if acl_refusal is not None:
@@ -574,11 +580,17 @@ class ClusterReconciler:
                 else:
                     values[op.key] = op.value
 
-        drifted = [d for d in the_plan.drift if d.entity not in failed and d.entity not in held_back]
+        sent_keys = {(c.entity, op.key) for c in sendable for op in c.ops}
+        drifted = [
+            d
+            for d in the_plan.drift
+            if d.entity not in failed and d.entity not in held_back and (d.entity, d.key) in sent_keys
+        ]
         report.drift = len(drifted)
         if drifted:
             metrics.DRIFT.labels(self.name).inc(len(drifted))
             await self._drift_events(drifted, claims.holders, records)
+            await self._contest_events(drifted, claims.holders, records, time.monotonic())
         done = [c for c in sendable if c.entity not in failed]
         changed_uids = await self._change_events(done, live, owned_before, claims.holders, records, drifted, cfg)
 
@@ -592,7 +604,7 @@ class ClusterReconciler:
                 outcome = with_burst(outcome, rate, burst, windows)
             elif rec.ref.kind == "TopicQuota":
                 outcome = with_enforcement(outcome, rec.entries, topic_extra.get(rec.ref.uid, {}))
-            outcomes[rec.ref.uid] = outcome
+            outcomes[rec.ref.uid] = self._with_contest(rec, outcome, claims.holders, live_after)
         report.outcomes = outcomes
         if touched is None:
             # Metrics are read on full passes only: a narrow pass sees too few
@@ -941,6 +953,8 @@ class ClusterReconciler:
         if outcome.reason is Reason.APPLIED:
             values = ", ".join(f"{k}={value_text(v)}" for k, v in sorted(outcome.applied.items()))
             await self.kube.event(rec.object_ref, "Normal", "Applied", f"{rec.display}: {values}")
+        elif outcome.reason is Reason.CONTESTED:
+            return  # the Contested event of the restore that made it so says it, with the counts
         elif outcome.reason is Reason.MONITORING:
             # Monitor is a mode the user chose, not a problem.
             await self.kube.event(rec.object_ref, "Normal", outcome.reason.value, outcome.message)
@@ -986,6 +1000,79 @@ class ClusterReconciler:
             ref = self._cluster_ref()
             if ref is not None:
                 await self.kube.event(ref, "Warning", "DeletionGuard", message)
+
+    def _uncontested(
+        self, change: EntityChange, drift_keys: set[tuple[Entity, QuotaKey]], now: float
+    ) -> EntityChange | None:
+        """``change`` without restores of contested keys (left as the other writer set them); None if empty."""
+        if not any((change.entity, op.key) in drift_keys for op in change.ops):
+            return change
+        ops = tuple(
+            op
+            for op in change.ops
+            if (change.entity, op.key) not in drift_keys or not self._contest.contested((change.entity, op.key), now)
+        )
+        return EntityChange(change.entity, ops) if ops else None
+
+    def _with_contest(
+        self,
+        rec: ResourceRecord,
+        outcome: Outcome,
+        holders: Mapping[tuple[Entity, QuotaKey], ResourceRef],
+        live: Mapping[Entity, Mapping[QuotaKey, float]],
+    ) -> Outcome:
+        """Contested (Ready=False) while a key this resource holds is left to another writer."""
+        active = self._contest.active()
+        if not active:
+            return outcome
+        mine = [
+            (entity, key)
+            for entity, values in rec.entries
+            for key in values
+            if (entity, key) in active and holders.get((entity, key)) == rec.ref
+        ]
+        if not mine:
+            return outcome
+        now = time.monotonic()
+        parts = []
+        for entity, key in mine:
+            value = live.get(entity, {}).get(key)
+            was = "unset" if value is None else value_text(value)
+            parts.append(f"{key.value} on {entity.path()} (now {was}, retried in {active[(entity, key)] - now:.0f}s)")
+        message = (
+            f"another writer keeps changing {', '.join(parts)} back on the brokers: restored "
+            f"{self._contest.restores} times within {self._contest.window:g}s, kquota leaves it as the other writer "
+            "set it and restores it once more after the retry time; stop the other writer (a script, Strimzi's "
+            "User Operator, a second KafkaCluster) or delete this resource"
+        )
+        return dataclasses.replace(outcome, reason=Reason.CONTESTED, message=message, fully_applied=False)
+
+    async def _contest_events(
+        self,
+        drifted: list[Drift],
+        holders: Mapping[tuple[Entity, QuotaKey], ResourceRef],
+        records: list[ResourceRecord],
+        now: float,
+    ) -> None:
+        """Record each restore; a key restored too often becomes contested, with a Warning event."""
+        by_ref = {r.ref: r for r in records}
+        coros = []
+        for d in drifted:
+            if not self._contest.restored((d.entity, d.key), now):
+                continue
+            metrics.CONTESTED.labels(self.name).inc()
+            text = (
+                f"{d.key.value} on {d.entity.path()} was changed back on the brokers {self._contest.restores} times "
+                f"within {self._contest.window:g}s: another writer is at work; kquota stops restoring it for "
+                f"{self._contest.retry:g}s"
+            )
+            log.warning("cluster %s: %s", self.name, text)
+            ref = holders.get((d.entity, d.key))
+            rec = by_ref.get(ref) if ref is not None else None
+            target = rec.object_ref if rec is not None else self._cluster_ref()
+            if target is not None:
+                coros.append(self.kube.event(target, "Warning", "Contested", text))
+        await gather_limited(coros, self.settings.status_concurrency)
 
     def _kept_text(self, rec: ResourceRecord, kept: Mapping[Entity, Mapping[QuotaKey, float]]) -> str:
         """The keys a refused resource keeps on the brokers, as text ('' when none)."""

@@ -44,3 +44,8 @@ GUARD_HELD = Gauge(
     "Quota key removals the mass-removal guard holds until the KafkaCluster is annotated to approve them.",
     ["cluster"],
 )
+CONTESTED = Counter(
+    "kquota_contested_keys_total",
+    "Owned keys another writer changed back so often that kquota stopped restoring them for a while.",
+    ["cluster"],
+)

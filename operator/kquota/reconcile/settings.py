@@ -37,6 +37,13 @@ class OperatorSettings(BaseSettings):
         False,
         description="Let several KafkaClusters manage one Kafka cluster (else the younger is refused).",
     )
+    contested_restores: int = Field(
+        3, ge=2, description="Restores of one key within contested_window that make it Contested."
+    )
+    contested_window: float = Field(600.0, gt=0, description="Seconds over which restores of a key are counted.")
+    contested_retry: float = Field(
+        300.0, gt=0, description="Seconds a Contested key is left alone before kquota restores it once more."
+    )
     removal_settle: float = Field(
         5.0,
         ge=0,
