@@ -251,9 +251,14 @@ def test_throttle_evidence(case: Evidence) -> None:
     assert sample.throttled is (case.throttle_ms > 0)
 
 
-def test_summary_averages_finite_rates_inside_the_window() -> None:
+def test_summary_takes_the_latest_finite_rate_inside_the_window() -> None:
     s = summarize(_series((930, NAN, 1000), (950, NAN, 100), (970, NAN, NAN), (990, NAN, 300)), START, 400)
-    assert s.byte_rate == 200 and s.share == 0.5
+    assert s.byte_rate == 300 and s.share == 0.75
+    # A quiet window before a burst does not water the burst down (issue 19, finding 12): a client
+    # saturating a 4 MiB quota now reads as saturated, as the broker's own metric does.
+    quota = 4 * 1024 * 1024
+    burst = summarize(_series((950, NAN, 0.0), (960, NAN, 0.0), (970, NAN, 0.0), (990, NAN, 4583055.0)), START, quota)
+    assert burst.byte_rate == 4583055.0 and burst.share is not None and burst.share > 1
     req = summarize(_series((990, NAN, 2.5), resource=QuotaResource.REQUEST), START, 5)
     assert (req.byte_rate, req.request_time, req.share) == (None, 2.5, 0.5)
 
@@ -295,7 +300,7 @@ def test_controller_mutation_summary_has_rate_tokens_and_throttle() -> None:
         (Point(950, NAN, 0.0, 11.0), Point(990, 900.0, 4.0, -0.5)),
     )
     s = summarize(series, START, 2.0)
-    assert (s.mutation_rate, s.tokens, s.throttle_time_ms, s.share) == (2.0, -0.5, 900.0, 1.0)
+    assert (s.mutation_rate, s.tokens, s.throttle_time_ms, s.share) == (4.0, -0.5, 900.0, 2.0)
 
 
 # -- per resource --------------------------------------------------------------------------------------------------
@@ -414,10 +419,10 @@ def test_controller_mutation_quota_observed() -> None:
     obs = observe(attribute(_reading(series), {entity: {M: 2.0}}), entity, [M])
     assert obs is not None and obs.throttled
     assert obs.to_status()["total"] == {
-        "mutationRate": 2,
+        "mutationRate": 3,
         "mutationThrottleTimeMs": 450,
         "mutationTokens": -0.5,
-        "usedPercent": 100,
+        "usedPercent": 150,
     }
 
 

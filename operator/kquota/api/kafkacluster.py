@@ -164,7 +164,9 @@ class Metrics(SpecModel):
         "60s",
         max_length=64,
         pattern=DURATION_PATTERN,
-        description="Time over which usage is averaged, as a duration (60s, 5m, 1h).",
+        description="Time over which throttling is looked for, as a duration (60s, 5m, 1h). Usage (rates, "
+        "usedPercent, NearLimit) is the latest reading in it: the broker's own rate over its quota window, "
+        "so status agrees with the broker's metric of the moment.",
     )
     near_limit_percent: int = Field(
         80,
