@@ -156,6 +156,10 @@ def test_client_quotas_follow_leadership_and_other_modes_are_honest(stack3: Stac
     wait_for(lambda: condition(status_of(stack, ns, "watched")).get("reason") == "Monitoring", 30, "Monitoring")
     watched = status_of(stack, ns, "watched")["status"]
     assert watched["allowance"]["brokers"]["1"]["producerByteRate"] == BUDGET // 6 * layout_count(layout, 1)
+    # Monitor is a mode the user chose: its event is Normal, not a Warning (issue 19, finding 8).
+    events = json.loads(stack.kube.kubectl("get", "events", "-n", ns, "-o", "json").stdout)["items"]
+    monitoring = [e for e in events if e.get("reason") == "Monitoring"]
+    assert monitoring and {e["type"] for e in monitoring} == {"Normal"}, monitoring
 
     # TopicConfig mode on stock Kafka: said plainly, and no topic config touched.
     apply(stack.kube, topic_quota(ns, "native", topic, "TopicConfig"))

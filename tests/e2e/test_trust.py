@@ -152,6 +152,18 @@ def test_a_key_removed_from_the_spec_leaves_status_and_broker_and_is_an_event(st
     applied = wait_event(stack, ns, "Applied", name)
     assert "producer_byte_rate=20971520" in applied["message"], "values are exact integers, never 2.09715e+07"
 
+    # An edit that changes a value is an event with the exact old and new values.
+    apply(
+        stack.kube,
+        client_quota(ns, name, {"user": {"name": user}}, {"producerByteRate": "30Mi", "requestPercentage": 50}),
+    )
+    wait_event(stack, ns, "Applied", name, f"producer_byte_rate=31457280 on users/{user} (was 20971520)")
+    apply(
+        stack.kube,
+        client_quota(ns, name, {"user": {"name": user}}, {"producerByteRate": "20Mi", "requestPercentage": 50}),
+    )
+    wait_event(stack, ns, "Applied", name, f"producer_byte_rate=20971520 on users/{user} (was 31457280)")
+
     apply(stack.kube, client_quota(ns, name, {"user": {"name": user}}, {"producerByteRate": "20Mi"}))
     wait_for(lambda: stack.broker_quotas().get(entity) == {P: 20971520.0}, 30, "request_percentage removed")
 
@@ -187,8 +199,10 @@ def test_turning_on_tenancy_with_an_incomplete_grant_keeps_live_quotas_and_says_
         for name in ("granted", "ungranted", "conn"):
             wait_reason(stack, ns, name, "Applied")
 
-        # Tenancy on, with a grant that covers only team-* users (no IPs, not legacy).
-        tenancy = {"tenancy": {"grants": [{"namespaces": [ns], "users": ["team-*"]}]}}
+        # Tenancy on, with a grant that covers only team-* users (no IPs, not legacy), and one
+        # user whose name has brackets: only * and ? are special (issue 19, finding 11).
+        bracketed = f"{uniq('legacy')}[1]"
+        tenancy = {"tenancy": {"grants": [{"namespaces": [ns], "users": ["team-*", bracketed]}]}}
         stack.kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest(cluster, stack.kafka.bootstrap, tenancy))
         for name, what in (("ungranted", f"producer_byte_rate=22020096 on users/{ungranted}"), ("conn", "")):
             obj = wait_reason(stack, ns, name, "NotPermitted")
@@ -200,6 +214,12 @@ def test_turning_on_tenancy_with_an_incomplete_grant_keeps_live_quotas_and_says_
         assert live[Entity.for_ip("10.9.8.7")] != {}, "the connection rate stays as it was"
         assert not events(stack, ns, "QuotaRemoved")
         wait_reason(stack, ns, "granted", "Applied")
+        apply(
+            stack.kube,
+            client_quota(ns, "bracketed", {"user": {"name": bracketed}}, {"producerByteRate": 4096}, cluster=cluster),
+        )
+        wait_reason(stack, ns, "bracketed", "Applied")
+        assert stack.broker_quotas()[Entity.for_user(bracketed)] == {P: 4096.0}
 
         # Deleting the refused resource is what removes its key, with an event saying so.
         stack.kube.kubectl("delete", "clientquota", "ungranted", "-n", ns, "--timeout=30s")
