@@ -98,6 +98,40 @@ def wait_event(stack: Stack, ns: str, reason: str, name: str | None = None, cont
     return event
 
 
+# First in the module: it needs the module's own KafkaCluster as it was created (a later test
+# deletes and re-creates it), and a drift check every 3 s undisturbed by other tests' clusters.
+def test_another_writer_undoing_a_key_makes_it_contested_instead_of_an_endless_fight(stack: Stack) -> None:
+    ns, name, user = stack.new_namespace(), uniq("cq"), uniq("fought")
+    entity = Entity.for_user(user)
+    apply(stack.kube, client_quota(ns, name, {"user": {"name": user}}, {"producerByteRate": 1000}))
+    wait_reason(stack, ns, name, "Applied")
+    stop = threading.Event()
+
+    def other_writer() -> None:
+        admin = QuotaAdmin(ConnectionSettings(bootstrap_servers=stack.kafka.bootstrap))
+        try:
+            while not stop.is_set():
+                admin.alter([EntityAlteration(entity, (QuotaOp(P, 5.0),))])
+                stop.wait(0.5)
+        finally:
+            admin.close()
+
+    fighter = threading.Thread(target=other_writer, daemon=True)
+    fighter.start()
+    try:
+        obj = wait_reason(stack, ns, name, "Contested", timeout=60)
+        assert f"producer_byte_rate on users/{user}" in condition(obj)["message"]
+        assert condition(obj, "Stalled").get("status") == "True"
+        wait_event(stack, ns, "Contested", name, "changed back on the brokers 3 times")
+    finally:
+        stop.set()
+        fighter.join(10)
+    # The other writer stopped: after the retry time kquota restores the key once more, and it stays.
+    wait_reason(stack, ns, name, "Applied", timeout=90)
+    assert stack.broker_quotas()[entity] == {P: 1000.0}
+    stack.kube.kubectl("delete", "clientquota", name, "-n", ns, "--timeout=30s")
+
+
 def test_a_cluster_ref_to_a_missing_kafkacluster_is_failed_until_it_exists_and_again_after_it_is_deleted(
     stack: Stack,
 ) -> None:
@@ -287,35 +321,3 @@ def _cluster_obj(stack: Stack, cluster: str) -> dict[str, Any]:
 def _events_of(stack: Stack, cluster: str) -> list[dict[str, Any]]:
     items = json.loads(stack.kube.kubectl("get", "events", "-n", "default", "-o", "json").stdout)["items"]
     return [e for e in items if e.get("involvedObject", {}).get("name") == cluster]
-
-
-def test_another_writer_undoing_a_key_makes_it_contested_instead_of_an_endless_fight(stack: Stack) -> None:
-    ns, name, user = stack.new_namespace(), uniq("cq"), uniq("fought")
-    entity = Entity.for_user(user)
-    apply(stack.kube, client_quota(ns, name, {"user": {"name": user}}, {"producerByteRate": 1000}))
-    wait_reason(stack, ns, name, "Applied")
-    stop = threading.Event()
-
-    def other_writer() -> None:
-        admin = QuotaAdmin(ConnectionSettings(bootstrap_servers=stack.kafka.bootstrap))
-        try:
-            while not stop.is_set():
-                admin.alter([EntityAlteration(entity, (QuotaOp(P, 5.0),))])
-                stop.wait(0.5)
-        finally:
-            admin.close()
-
-    fighter = threading.Thread(target=other_writer, daemon=True)
-    fighter.start()
-    try:
-        obj = wait_reason(stack, ns, name, "Contested", timeout=60)
-        assert f"producer_byte_rate on users/{user}" in condition(obj)["message"]
-        assert condition(obj, "Stalled").get("status") == "True"
-        wait_event(stack, ns, "Contested", name, "changed back on the brokers 3 times")
-    finally:
-        stop.set()
-        fighter.join(10)
-    # The other writer stopped: after the retry time kquota restores the key once more, and it stays.
-    wait_reason(stack, ns, name, "Applied", timeout=60)
-    assert stack.broker_quotas()[entity] == {P: 1000.0}
-    stack.kube.kubectl("delete", "clientquota", name, "-n", ns, "--timeout=30s")

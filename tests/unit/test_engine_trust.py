@@ -272,3 +272,20 @@ def test_another_writer_undoing_a_key_makes_it_contested_instead_of_a_fight() ->
         assert "producer_byte_rate on users/alice (now 5" in ready["message"]
 
     asyncio.run(run())
+
+
+def test_a_contest_ends_after_the_retry_time_when_the_other_writer_stopped() -> None:
+    async def run() -> None:
+        broker, kube = Broker(), Kube()
+        eng = engine([client_quota("q", "alice", producerByteRate=1000)], broker, kube)
+        eng._contest.retry = 0.2
+        await eng.reconcile_once()
+        for _ in range(3):
+            broker.live[ALICE] = {P: 5.0}
+            await eng.reconcile_once()
+        assert reason(kube, "q") == "Contested" and broker.live[ALICE] == {P: 1000.0}
+        await asyncio.sleep(0.25)
+        await eng.reconcile_once()
+        assert reason(kube, "q") == "Applied"
+
+    asyncio.run(run())

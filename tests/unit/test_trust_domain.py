@@ -128,4 +128,14 @@ def test_restores_spread_over_more_than_the_window_are_only_drift() -> None:
     for t in (0, 400, 800, 1200):
         assert not tracker.restored((ALICE, P), t)
     tracker.forget(set())
-    assert tracker.active() == {}
+    assert tracker.active(1300) == {}
+
+
+def test_a_contest_ends_at_its_retry_time_even_when_nothing_drifts_again() -> None:
+    """The other writer stopped with kquota's value in place: no restore comes to end the contest."""
+    tracker = ContestTracker(restores=3, window=600, retry=300)
+    for t in (0, 10, 20):
+        tracker.restored((ALICE, P), t)
+    assert set(tracker.active(100)) == {(ALICE, P)}
+    assert tracker.active(320) == {}
+    assert not tracker.restored((ALICE, P), 330), "one restore after the retry is not a contest"

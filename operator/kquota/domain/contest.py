@@ -52,12 +52,15 @@ class ContestTracker:
         if until is None:
             return False
         if now >= until:
-            # Time to try once more: this restore plus one more within the window
-            # (the other writer still at it) make the key contested again.
-            del self._until[key]
-            self._seen[key] = deque([now] * max(self.restores - 2, 0))
+            self._expire(key, now)
             return False
         return True
+
+    def _expire(self, key: Key, now: float) -> None:
+        # Time to try once more: the next restore plus one more within the window
+        # (the other writer still at it) make the key contested again.
+        del self._until[key]
+        self._seen[key] = deque([now] * max(self.restores - 2, 0))
 
     def forget(self, keep: set[Key]) -> None:
         """Drop the keys no longer owned or claimed (their history means nothing any more)."""
@@ -65,6 +68,12 @@ class ContestTracker:
             for key in [k for k in store if k not in keep]:
                 del store[key]
 
-    def active(self) -> dict[Key, float]:
-        """Contested keys and until when."""
+    def active(self, now: float) -> dict[Key, float]:
+        """Contested keys and until when; a key past its retry time is no longer contested.
+
+        Also when nothing drifted since: the other writer may have stopped with kquota's value
+        in place, and then no restore would ever come to end the contest.
+        """
+        for key in [k for k, until in self._until.items() if now >= until]:
+            self._expire(key, now)
         return dict(self._until)

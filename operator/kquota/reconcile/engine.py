@@ -1022,7 +1022,7 @@ class ClusterReconciler:
         live: Mapping[Entity, Mapping[QuotaKey, float]],
     ) -> Outcome:
         """Contested (Ready=False) while a key this resource holds is left to another writer."""
-        active = self._contest.active()
+        active = self._contest.active(time.monotonic())
         if not active:
             return outcome
         mine = [
@@ -1033,12 +1033,12 @@ class ClusterReconciler:
         ]
         if not mine:
             return outcome
-        now = time.monotonic()
         parts = []
         for entity, key in mine:
             value = live.get(entity, {}).get(key)
             was = "unset" if value is None else value_text(value)
-            parts.append(f"{key.value} on {entity.path()} (now {was}, retried in {active[(entity, key)] - now:.0f}s)")
+            # No countdown in the message: it would rewrite the status on every pass.
+            parts.append(f"{key.value} on {entity.path()} (now {was})")
         message = (
             f"another writer keeps changing {', '.join(parts)} back on the brokers: restored "
             f"{self._contest.restores} times within {self._contest.window:g}s, kquota leaves it as the other writer "
