@@ -5,6 +5,7 @@ Used by the e2e tests, the benchmarks and anything else that needs the whole thi
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,9 @@ class Stack:
     kafka: KafkaCluster
     operator: OperatorProcess
     cluster: str
+    #: Prefix of the namespaces :meth:`new_namespace` creates (an operator
+    #: scoped with ``KQUOTA_WATCH_NAMESPACES=["<prefix>-*"]`` sees only those).
+    namespace_prefix: str = "team"
 
     def broker_quotas(self) -> dict[Entity, dict[QuotaKey, float]]:
         """The brokers' quotas, read through the integration-tested adapter."""
@@ -36,7 +40,7 @@ class Stack:
             admin.close()
 
     def new_namespace(self) -> str:
-        return self.kube.create_namespace("team")
+        return self.kube.create_namespace(self.namespace_prefix)
 
 
 def start_stack(
@@ -45,15 +49,26 @@ def start_stack(
     workdir: Path,
     drift_interval: float = 3.0,
     extra_env: dict[str, str] | None = None,
+    namespace_prefix: str | None = None,
 ) -> Stack:
+    """Apply the CRDs and a KafkaCluster for ``kafka``, and start an operator whose default cluster it is.
+
+    With ``namespace_prefix`` the operator watches only the namespaces named
+    ``<prefix>-*`` (Kopf's namespace globs), so quota resources left by other
+    test modules on the shared API server (a resource without clusterRef goes
+    to every operator's default cluster) never reach this stack's brokers.
+    """
     kube.apply_crds()
     ensure_ledger_namespace(kube)
     cluster = f"kc-{uuid.uuid4().hex[:6]}"
     kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest(cluster, kafka.bootstrap))
+    env = dict(extra_env or {})
+    if namespace_prefix:
+        env["KQUOTA_WATCH_NAMESPACES"] = json.dumps([f"{namespace_prefix}-*"])
     operator = OperatorProcess(
-        kube, workdir, default_cluster=cluster, drift_interval=drift_interval, extra_env=extra_env
+        kube, workdir, default_cluster=cluster, drift_interval=drift_interval, extra_env=env
     ).start()
-    return Stack(kube, kafka, operator, cluster)
+    return Stack(kube, kafka, operator, cluster, namespace_prefix or "team")
 
 
 def stop_stack(stack: Stack) -> None:

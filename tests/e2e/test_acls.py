@@ -177,6 +177,9 @@ class AclStack:
         return json.dumps({"reasons": self.reasons(), "acls": sorted(self.acls())}) + "\n" + self.operator.log()
 
 
+QUOTA_KINDS = "clientquotas,controllermutationquotas,topicquotas"
+
+
 def _manifest(kind: str, name: str, ns: str, spec: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": GROUP_VERSION, "kind": kind, "metadata": {"name": name, "namespace": ns}, "spec": spec}
 
@@ -186,6 +189,7 @@ def acl_stack(kube: KubeAPIServer, tmp_path_factory: pytest.TempPathFactory) -> 
     kafka = KafkaCluster.start(tmp_path_factory.mktemp("kafka-acl"), authorizer=True)
     operator: OperatorProcess | None = None
     cluster = f"kc-acl-{hexid()}"
+    ns = ""
     try:
         user, password = f"kquota-op-{hexid()}", secrets.token_hex(12)
         kafka.create_scram_user(user, password, mechanism="SCRAM-SHA-512")
@@ -222,16 +226,23 @@ def acl_stack(kube: KubeAPIServer, tmp_path_factory: pytest.TempPathFactory) -> 
                 }
             ),
         )
+        # Scoped to this module's namespace: quota resources other modules left
+        # on the shared API server must not reach this broker.
         operator = OperatorProcess(
-            kube, tmp_path_factory.mktemp("operator-acl"), default_cluster=cluster, drift_interval=3.0
+            kube,
+            tmp_path_factory.mktemp("operator-acl"),
+            default_cluster=cluster,
+            drift_interval=3.0,
+            extra_env={"KQUOTA_WATCH_NAMESPACES": json.dumps(["acl-*"])},
         ).start()
+        ns = kube.create_namespace("acl")
         yield AclStack(
             kube=kube,
             kafka=kafka,
             operator=operator,
             cluster=cluster,
             principal=principal,
-            ns=kube.create_namespace("acl"),
+            ns=ns,
             topic=topic,
             cq_user=f"app-{hexid()}",
             cmq_user=f"mut-{hexid()}",
@@ -240,6 +251,11 @@ def acl_stack(kube: KubeAPIServer, tmp_path_factory: pytest.TempPathFactory) -> 
         )
     finally:
         if operator is not None:
+            # Delete this module's resources while its operator still runs (it
+            # releases their finalizers): left behind without a clusterRef, they
+            # would go to the default cluster of every later module's operator.
+            if ns:
+                kube.kubectl("delete", QUOTA_KINDS, "--all", "-n", ns, "--timeout=60s", check=False)
             kube.kubectl("delete", "kafkacluster", cluster, "--timeout=30s", check=False)
             operator.stop()
         kafka.stop()
