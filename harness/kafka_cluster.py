@@ -331,6 +331,10 @@ class KafkaCluster:
     start_seconds: float = 0.0
     #: The CA and keystore of the TLS listeners (``start(..., tls=True)``), else None.
     tls: BrokerTls | None = field(default=None, repr=False)
+    #: Broker properties laid over the harness's own (e.g. a client.quota.callback.class).
+    extra_properties: dict[str, str] = field(default_factory=dict)
+    #: Jars or class directories added to the brokers' classpath (e.g. the callback's classes).
+    extra_classpath: tuple[Path, ...] = ()
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -343,6 +347,8 @@ class KafkaCluster:
         version: str = DEFAULT_VERSION,
         timeout: float = START_TIMEOUT,
         tls: bool = False,
+        extra_properties: dict[str, str] | None = None,
+        extra_classpath: Sequence[Path] = (),
     ) -> KafkaCluster:
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
@@ -361,6 +367,8 @@ class KafkaCluster:
             brokers=[],
             _tool_log_flags=tool_log_flags,
             tls=BrokerTls.create(workdir) if tls else None,
+            extra_properties=dict(extra_properties or {}),
+            extra_classpath=tuple(extra_classpath),
         )
         per_broker = 6 if tls else 4
         ports = [[procs.free_port() for _ in range(per_broker)] for _ in range(brokers)]
@@ -403,7 +411,7 @@ class KafkaCluster:
         return cluster
 
     def _classpath(self) -> str:
-        return str(self.home / "lib" / "*")
+        return os.pathsep.join([str(self.home / "lib" / "*"), *(str(p) for p in self.extra_classpath)])
 
     def _server_properties(
         self,
@@ -464,6 +472,7 @@ class KafkaCluster:
             props["listener.name.sasl_ssl.sasl.enabled.mechanisms"] = ",".join(_SCRAM_MECHANISMS)
             props["listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config"] = scram
             props["listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config"] = scram
+        props |= self.extra_properties
         return "".join(f"{k}={v}\n" for k, v in props.items())
 
     def _format(self) -> None:

@@ -195,3 +195,59 @@ def test_sasl_credentials_from_a_secret_never_leak(stack: Stack) -> None:
     for leaked in (password, wrong):
         assert leaked not in everything, "a password appears in logs, status, events or the ledger"
     stack.kube.kubectl("delete", "kafkacluster", name, "--timeout=30s")
+
+
+def test_a_strimzi_kafkauser_secret_is_read_as_it_is(stack: Stack) -> None:
+    """A KafkaUser's Secret has ``password`` and ``sasl.jaas.config``, no ``username``: the JAAS line names the user."""
+    op_user = uniq("kquota-op")
+    password = f"S3cret-{secrets.token_hex(12)}"
+    stack.kafka.create_scram_user(op_user, password, mechanism="SCRAM-SHA-512")
+    secret = uniq("strimzi-user")
+    module = "org.apache.kafka.common.security.scram.ScramLoginModule"
+    jaas = f'{module} required username="{op_user}" password="{password}";'
+    stack.kube.kubectl(
+        "create",
+        "secret",
+        "generic",
+        secret,
+        "-n",
+        LEDGER_NAMESPACE,
+        f"--from-literal=password={password}",
+        f"--from-literal=sasl.jaas.config={jaas}",
+    )
+    sasl = {
+        "protocol": "SASL_PLAINTEXT",
+        "sasl": {"mechanism": "SCRAM-SHA-512", "credentialsSecretRef": {"namespace": LEDGER_NAMESPACE, "name": secret}},
+    }
+    name = uniq("strimzi")
+    stack.kube.kubectl("apply", "-f", "-", input=json.dumps(cluster(name, stack.kafka.sasl_bootstrap, security=sasl)))
+    ns = stack.new_namespace()
+    target = uniq("app")
+    apply(
+        stack.kube,
+        client_quota(ns, "app", {"user": {"name": target}}, {"producerByteRate": 2048}, cluster=name),
+        client_quota(ns, "self", {"user": {"name": op_user}}, {"producerByteRate": 1}, cluster=name),
+    )
+    wait_for(lambda: reason(stack, ns, "app") == "Applied", 30, "quota applied with a KafkaUser-shaped Secret")
+    assert stack.broker_quotas()[Entity.for_user(target)] == {P: 2048.0}
+    # The username read from the JAAS line is the operator's own principal: protected.
+    wait_for(lambda: reason(stack, ns, "self") == "Protected", 30, "the JAAS line's user is protected")
+
+    # A Secret with neither a username key nor a JAAS line: the KafkaCluster says what is missing.
+    broken = uniq("no-user")
+    stack.kube.kubectl(
+        "create", "secret", "generic", broken, "-n", LEDGER_NAMESPACE, f"--from-literal=password={password}"
+    )
+    sasl["sasl"]["credentialsSecretRef"]["name"] = broken
+    stack.kube.kubectl("apply", "-f", "-", input=json.dumps(cluster(name, stack.kafka.sasl_bootstrap, security=sasl)))
+
+    def says_missing() -> bool:
+        body = json.loads(stack.kube.kubectl("get", "kafkacluster", name, "-o", "json").stdout)
+        ready = condition(body)
+        return ready.get("status") == "False" and "no key 'username'" in str(ready.get("message"))
+
+    wait_for(says_missing, 30, "the KafkaCluster names the missing key")
+    assert stack.broker_quotas()[Entity.for_user(target)] == {P: 2048.0}, "nothing removed meanwhile"
+    everything = stack.operator.log() + stack.kube.kubectl("get", "events", "-A", "-o", "json").stdout
+    assert password not in everything
+    stack.kube.kubectl("delete", "kafkacluster", name, "--timeout=30s")

@@ -29,6 +29,14 @@ class Broker:
         self.described_all = 0
         self.described: list[Entity] = []
         self.fail_once: dict[Entity, str] = {}
+        #: Each broker's configs, as DescribeConfigs returns them (only the keys asked for).
+        self.configs: dict[int, dict[str, str]] = {}
+        self.config_reads = 0
+
+    def broker_configs(self, broker_id: int, keys: Sequence[str]) -> dict[str, str]:
+        self.config_reads += 1
+        have = self.configs.get(broker_id, {})
+        return {k: have[k] for k in keys if k in have}
 
     def describe_all(self) -> dict[Entity, dict[QuotaKey, float]]:
         self.described_all += 1

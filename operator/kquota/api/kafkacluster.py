@@ -47,12 +47,25 @@ Protocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 
 
 class CredentialsSecretRef(SpecModel):
-    """A Secret with the SASL username and password."""
+    """A Secret with the SASL username and password.
+
+    A Strimzi KafkaUser's Secret works as it is: it has ``password`` and
+    ``sasl.jaas.config`` but no ``username``, and a key the Secret lacks is read
+    from its ``sasl.jaas.config`` line.
+    """
 
     namespace: Namespace = Field(description="Namespace of the Secret (the operator needs read access).")
     name: ObjectName = Field(description="Name of the Secret.")
-    username_key: SecretKey = Field("username", description="Key of the username in the Secret.")
-    password_key: SecretKey = Field("password", description="Key of the password in the Secret.")
+    username_key: SecretKey = Field(
+        "username",
+        description="Key of the username in the Secret. When the Secret has no such key, the username is read "
+        "from its sasl.jaas.config key (username=... in the JAAS line), as in a Strimzi KafkaUser's Secret.",
+    )
+    password_key: SecretKey = Field(
+        "password",
+        description="Key of the password in the Secret. When the Secret has no such key, the password is read "
+        "from its sasl.jaas.config key.",
+    )
 
 
 class Sasl(SpecModel):
@@ -259,6 +272,21 @@ class Unmanaged(SpecModel):
     )
 
 
+class QuotaCallback(SpecModel):
+    """What the brokers' client quota callback (client.quota.callback.class) does with entity quotas."""
+
+    honours_entity_quotas: bool = Field(
+        False,
+        description="Whether the brokers' client.quota.callback.class enforces the users/clients entity "
+        "quotas kquota writes. kquota reads client.quota.callback.class from every broker; while one sets it "
+        "and this is false, every quota resource on this cluster (except IP connection rates) reports "
+        "Ready=False with reason QuotaCallback instead of Applied, because the callback, not Kafka's own "
+        "logic, decides whether they are enforced (Strimzi's quota plugin, for one, ignores them). Set "
+        "true only for a callback known to enforce them; the resources then report Applied with a "
+        "QuotaCallback condition naming the class.",
+    )
+
+
 class KafkaClusterSpec(SpecModel):
     """How to reach the cluster and who may manage what on it."""
 
@@ -309,6 +337,13 @@ class KafkaClusterSpec(SpecModel):
         description="What to do with quota keys on the brokers that kquota did not set.",
         json_schema_extra={"default": {}},
     )
+    quota_callback: QuotaCallback = Field(
+        default_factory=QuotaCallback,
+        description="Brokers that run a client quota callback (client.quota.callback.class, KIP-257) decide "
+        "client quotas themselves; this says whether theirs enforces the entity quotas kquota writes. The "
+        "KafkaCluster's QuotaCallback condition shows what the brokers run.",
+        json_schema_extra={"default": {}},
+    )
 
 
 class KafkaCluster(Resource):
@@ -322,7 +357,7 @@ class KafkaCluster(Resource):
         kind="KafkaCluster",
         plural="kafkaclusters",
         scope="Cluster",
-        short_names=("kc",),
+        short_names=("kqc",),
         printer_columns=(
             PrinterColumn("Bootstrap", ".spec.bootstrapServers", description="Bootstrap servers."),
             PrinterColumn("Protocol", ".spec.security.protocol"),

@@ -132,7 +132,11 @@ _CONDITIONS_DOC: Final = (
     "keys applied before stay on the brokers); Contested (another writer keeps changing a key back: "
     "restored 3 times within 10 minutes, it is left as the other writer set it and restored once more "
     "after 5 minutes); DuplicateCluster (an older KafkaCluster manages the "
-    "same Kafka cluster: nothing is applied through this one); ClusterNotReady (the KafkaCluster's spec is unusable or "
+    "same Kafka cluster: nothing is applied through this one); QuotaCallback (the keys are set on the brokers, but a "
+    "broker runs a client.quota.callback.class, which decides client quotas itself: Stalled until the "
+    "KafkaCluster's spec.quotaCallback.honoursEntityQuotas says the callback enforces them; a QuotaCallback "
+    "condition names the class; IP connection rates are not affected); ClusterNotReady (the KafkaCluster's "
+    "spec is unusable or "
     "a Secret it names is unreadable); TopicNotFound; UnsupportedByBroker."
 )
 _CONDITIONS_EXTRA: Final[dict[str, Any]] = {

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from kquota.cli import common
 from kquota.cli.sources import PLURALS, Claimant, claimant_from_object
+from kquota.domain.callback import CALLBACK_CONFIG, callbacks_from_configs
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.explain import number
 from kquota.domain.guard import APPROVAL_ANNOTATION, GuardLimits
@@ -51,6 +52,7 @@ from kquota.kafka.quotas import (
     ConnectionSettings,
     EntityAlteration,
     EntityResult,
+    KafkaNotAuthorized,
     KafkaUnavailable,
     QuotaAdmin,
     QuotaRequestError,
@@ -293,6 +295,8 @@ class Target:
     #: The mass-removal guard's limits, and the KafkaCluster's current approval annotation.
     guard: GuardLimits = dataclasses.field(default_factory=GuardLimits)
     approval: str | None = None
+    #: The KafkaCluster's spec.quotaCallback.honoursEntityQuotas.
+    callback_honoured: bool = False
 
     def describe(self) -> str:
         where = self.connection.bootstrap_servers
@@ -392,18 +396,13 @@ async def _from_kubernetes(args: argparse.Namespace, with_claimants: bool, need_
             raise _api_error(exc, f"KafkaCluster {name}") from None
         published, published_problem = await _published(kube, args)
         # The operator's own protected principals and guard settings, as it publishes them.
-        settings = OperatorSettings.model_construct(
-            **OperatorSettings.model_construct().model_dump()
-            | {"namespace": args.ledger_namespace}
-            | (
-                {}
-                if published is None
-                else {
-                    "protected_users": list(published.protected_users),
-                    "protected_client_ids": list(published.protected_client_ids),
-                }
-            )
-        )
+        # model_construct: the defaults, not this shell's KQUOTA_* variables (the operator's environment
+        # is not the user's).
+        overrides: dict[str, Any] = {"namespace": args.ledger_namespace}
+        if published is not None:
+            overrides["protected_users"] = list(published.protected_users)
+            overrides["protected_client_ids"] = list(published.protected_client_ids)
+        settings = OperatorSettings.model_construct(**overrides)
         limits = GuardLimits()
         if published is not None and published.deletion_guard is not None:
             limits = GuardLimits(*published.deletion_guard)
@@ -469,6 +468,7 @@ async def _from_kubernetes(args: argparse.Namespace, with_claimants: bool, need_
         principals=cfg.principals,
         guard=limits,
         approval=((body.get("metadata") or {}).get("annotations") or {}).get(APPROVAL_ANNOTATION),
+        callback_honoured=cfg.callback_honoured,
     )
 
 
@@ -589,6 +589,21 @@ def read_live(connection: ConnectionSettings, topics: Sequence[str] = ()) -> tup
         raise TargetError(str(exc)) from None
     finally:
         admin.close()
+
+
+def read_callbacks(connection: ConnectionSettings) -> dict[int, str] | None:
+    """Each broker's client.quota.callback.class (brokers without one left out); None if the brokers refuse."""
+    admin = _admin(connection)
+    try:
+        _, brokers = admin.cluster_info()
+        configs = {b: admin.broker_configs(b, [CALLBACK_CONFIG]) for b in brokers}
+    except KafkaNotAuthorized:
+        return None
+    except (KafkaUnavailable, QuotaRequestError) as exc:
+        raise TargetError(str(exc)) from None
+    finally:
+        admin.close()
+    return callbacks_from_configs(configs)
 
 
 def broker_validate(connection: ConnectionSettings, alterations: Sequence[EntityAlteration]) -> list[EntityResult]:

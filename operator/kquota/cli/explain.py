@@ -21,10 +21,19 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from kquota.cli import common
-from kquota.cli.connect import Quotas, TargetError, add_connection_args, has_connection, load_target, read_live
+from kquota.cli.connect import (
+    Quotas,
+    TargetError,
+    add_connection_args,
+    has_connection,
+    load_target,
+    read_callbacks,
+    read_live,
+)
 from kquota.cli.plan import load_manifests, overlay, select, topics_of
 from kquota.cli.sources import Claimant, bind_default_cluster, with_topic_layouts
 from kquota.cli.term import Cell, Term, safe, value_text
+from kquota.domain.callback import CALLBACK_CONFIG, callback_summary
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.explain import Candidate, KeyExplanation, Owner, Ownership, explain, owner_of, shared_by
 from kquota.domain.plan import Protection, resolve_claims
@@ -149,6 +158,23 @@ def explain_entries(
     return explain(quotas, connection, owner), notes
 
 
+def callback_note(callbacks: Mapping[int, str] | None, honoured: bool, connection: Connection) -> str | None:
+    """What the brokers' client quota callback means for this explanation (None: nothing to say)."""
+    if connection.user == "" and connection.client_id == "" and connection.ip is not None and callbacks is not None:
+        return None  # an IP's connection rate is not the callback's
+    if callbacks is None:
+        return f"could not read {CALLBACK_CONFIG} from the brokers (DescribeConfigs refused): if one is set, it decides"
+    if not callbacks:
+        return None
+    if honoured:
+        return f"{callback_summary(callbacks)}; the KafkaCluster says it enforces the entity quotas shown"
+    return (
+        f"{callback_summary(callbacks)}: that class, not Kafka's precedence rules, decides the produce, fetch, "
+        "request and controller mutation quotas this client gets; the values below are what the brokers store, "
+        "and may not be enforced"
+    )
+
+
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "explain",
@@ -201,6 +227,9 @@ def run(args: argparse.Namespace) -> int:
             live, claimants, target.cluster, connection, target.ledger, True, target.protection, target.grants, leaders
         )
         source = f"live quotas of {target.describe()}"
+        callback = callback_note(read_callbacks(target.connection), target.callback_honoured, connection)
+        if callback:
+            notes.insert(0, callback)
         if target.ledger is None:
             notes.insert(0, "no --cluster: owners of values the given manifests do not set are unknown")
     else:

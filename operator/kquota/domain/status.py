@@ -41,6 +41,8 @@ class Reason(enum.StrEnum):
     CONTESTED = "Contested"
     #: Another KafkaCluster already manages the same Kafka cluster (same cluster id).
     DUPLICATE_CLUSTER = "DuplicateCluster"
+    #: The brokers run a client.quota.callback.class: it decides whether the keys kquota set are enforced.
+    QUOTA_CALLBACK = "QuotaCallback"
 
 
 #: Reasons only a KafkaCluster's status carries, never a quota resource's.
@@ -65,6 +67,8 @@ STALLED = frozenset(
         Reason.DUPLICATE_CLUSTER,
         # Someone must stop the other writer (or delete the resource).
         Reason.CONTESTED,
+        # Someone must say whether the brokers' quota callback enforces entity quotas.
+        Reason.QUOTA_CALLBACK,
     }
 )
 
@@ -199,35 +203,41 @@ def render_cluster_status(
     now: str,
     held: str | None = None,
     cluster_id: str | None = None,
+    callback: tuple[str, str, str] | None = None,
 ) -> dict[str, Any]:
     """A KafkaCluster's status: Ready while kquota can reach it, with the broker count.
 
     ``held`` is the mass-removal guard's message while it holds removals: then
     ``Ready=False, reason RemovalsHeld``, ``Stalled=True`` (an approval is needed)
-    and a ``DeletionGuard=True`` condition saying how to approve.
+    and a ``DeletionGuard=True`` condition saying how to approve. ``callback`` is
+    the ``QuotaCallback`` condition (status, reason, message): whether the
+    brokers run a client quota callback.
     """
     prev_status = prev_status or {}
     prev = {c.get("type", ""): c for c in prev_status.get("conditions") or [] if isinstance(c, Mapping)}
     ok = reason is Reason.APPLIED
     if ok and held is not None:
         conds = [
-            _condition(prev, "Ready", "False", Reason.REMOVALS_HELD.value, held, generation, now),
-            _condition(prev, "Stalled", "True", Reason.REMOVALS_HELD.value, held, generation, now),
-            _condition(prev, "DeletionGuard", "True", Reason.REMOVALS_HELD.value, held, generation, now),
+            _condition(prev, kind, status, Reason.REMOVALS_HELD.value, held, generation, now)
+            for kind, status in (("Ready", "False"), ("Stalled", "True"), ("DeletionGuard", "True"))
         ]
-        status_held: dict[str, Any] = {"observedGeneration": generation, "conditions": conds}
-        status_held["brokers"] = brokers if brokers is not None else prev_status.get("brokers")
-        status_held["clusterId"] = cluster_id or prev_status.get("clusterId")
-        return status_held
-    conds = [
-        _condition(
-            prev, "Ready", "True" if ok else "False", "Connected" if ok else reason.value, message, generation, now
-        )
-    ]
-    if not ok:
-        kind = "Stalled" if reason in STALLED else "Reconciling"
-        conds.append(_condition(prev, kind, "True", reason.value, message, generation, now))
-    status: dict[str, Any] = {"observedGeneration": generation, "conditions": conds}
-    status["brokers"] = brokers if brokers is not None else prev_status.get("brokers")
-    status["clusterId"] = cluster_id or prev_status.get("clusterId")
-    return status
+    else:
+        conds = [
+            _condition(
+                prev, "Ready", "True" if ok else "False", "Connected" if ok else reason.value, message, generation, now
+            )
+        ]
+        if not ok:
+            kind = "Stalled" if reason in STALLED else "Reconciling"
+            conds.append(_condition(prev, kind, "True", reason.value, message, generation, now))
+    if callback is not None:
+        conds.append(_condition(prev, "QuotaCallback", *callback, generation, now))
+    elif "QuotaCallback" in prev:
+        # Not read this time (the brokers are unreachable): what was last known stays.
+        conds.append(dict(prev["QuotaCallback"]))
+    return {
+        "observedGeneration": generation,
+        "conditions": conds,
+        "brokers": brokers if brokers is not None else prev_status.get("brokers"),
+        "clusterId": cluster_id or prev_status.get("clusterId"),
+    }

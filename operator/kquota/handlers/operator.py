@@ -63,9 +63,8 @@ class Runtime:
     engines: dict[str, ClusterReconciler] = {}
     #: Every quota resource's latest record by uid, for the resources no reconciler covers.
     records: dict[str, ResourceRecord] = {}
-    #: Names of the KafkaClusters that exist.
-    clusters: set[str] = set()
-    #: Each KafkaCluster's (creationTimestamp, status.clusterId): a second one for a Kafka cluster is refused.
+    #: Each KafkaCluster that exists, by name: (creationTimestamp, status.clusterId);
+    #: a second one for a Kafka cluster is refused.
     cluster_facts: dict[str, tuple[str, str | None]] = {}
     orphans: OrphanReporter | None = None
 
@@ -88,7 +87,7 @@ async def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.client_timeout = 330
     settings.networking.request_timeout = 60
     Runtime.kube = Kube(await connect(Runtime.settings.kubeconfig))
-    Runtime.orphans = OrphanReporter(Runtime.kube, Runtime.settings, Runtime.records, Runtime.clusters)
+    Runtime.orphans = OrphanReporter(Runtime.kube, Runtime.settings, Runtime.records, Runtime.cluster_facts.keys())
     Runtime.orphans.start()
     # kquota plan reads the default cluster from here rather than guess it.
     await published.publish_or_warn(
@@ -220,7 +219,6 @@ async def kafkacluster_generation(name: str, body: kopf.Body, **_: Any) -> dict[
         engine.trigger()
     if engine is not None:
         engine.cluster_version = version
-    Runtime.clusters.add(name)
     Runtime.cluster_facts[name] = (
         str(meta.get("creationTimestamp") or ""),
         (body.get("status") or {}).get("clusterId"),
@@ -235,7 +233,6 @@ async def kafkacluster_event(name: str, event: kopf.RawEvent, **_: Any) -> None:
     # A deleted KafkaCluster leaves its resources to the orphan reporter (no finalizer
     # on KafkaClusters: deleting one never waits for kquota).
     if event.get("type") == "DELETED":
-        Runtime.clusters.discard(name)
         Runtime.cluster_facts.pop(name, None)
 
 

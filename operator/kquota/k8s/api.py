@@ -176,7 +176,8 @@ class Kube:
 
     # -- secrets --------------------------------------------------------------
 
-    async def secret_value(self, namespace: str, name: str, key: str) -> str:
+    async def secret_data(self, namespace: str, name: str) -> dict[str, str]:
+        """Every key of a Secret, decoded (raises SecretNotFound when it cannot be read)."""
         try:
             secret = await self.request("GET", _path("api", "v1", "namespaces", namespace, "secrets", name))
         except ApiException as exc:
@@ -184,9 +185,13 @@ class Kube:
                 raise SecretNotFound(f"Secret {namespace}/{name} is not readable (HTTP {exc.status})") from None
             raise
         data = secret.get("data") or {}
+        return {k: base64.b64decode(v).decode() for k, v in data.items()}
+
+    async def secret_value(self, namespace: str, name: str, key: str) -> str:
+        data = await self.secret_data(namespace, name)
         if key not in data:
             raise SecretNotFound(f"Secret {namespace}/{name} has no key {key!r}")
-        return base64.b64decode(data[key]).decode()
+        return data[key]
 
     # -- config maps (the ledger) -----------------------------------------------
 

@@ -37,10 +37,14 @@ from kquota.domain.desired import desired_entries, topic_budget, topic_clients
 from kquota.domain.plan import Protection, ResourceRef, UnmanagedPolicy
 from kquota.domain.tenancy import Grant
 from kquota.k8s.api import Kube, SecretNotFound
+from kquota.kafka.jaas import JaasError, jaas_options
 from kquota.kafka.principal import CertificateError, subject_principal
 from kquota.kafka.quotas import ConnectionSettings
 from kquota.reconcile.records import ClusterConfig, MetricsConfig, ResourceRecord
 from kquota.reconcile.settings import OperatorSettings
+
+#: The Secret key Kafka clients (and Strimzi's KafkaUser Secrets) keep a JAAS login line in.
+JAAS_KEY = "sasl.jaas.config"
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +144,33 @@ def _tls_file(pem: str, cluster: str, kind: str) -> str:
     return path
 
 
+def sasl_credentials(data: Mapping[str, str], username_key: str, password_key: str, where: str) -> tuple[str, str]:
+    """The SASL username and password in a Secret's ``data``.
+
+    Each comes from its key; a key that is missing is read from
+    ``sasl.jaas.config`` instead (a Strimzi KafkaUser's Secret has ``password``
+    and ``sasl.jaas.config``, no ``username``). Raises SecretNotFound naming
+    what is missing.
+    """
+    values = {username_key: data.get(username_key), password_key: data.get(password_key)}
+    missing = [k for k, v in values.items() if v is None]
+    if missing:
+        jaas = data.get(JAAS_KEY)
+        if jaas is None:
+            keys = " and ".join(repr(k) for k in missing)
+            raise SecretNotFound(f"{where} has no key {keys} (and no {JAAS_KEY!r} to read it from)")
+        try:
+            options = jaas_options(jaas)
+        except JaasError as exc:
+            raise SecretNotFound(f"{where}: cannot read {JAAS_KEY!r}: {exc}") from None
+        for key, option in ((username_key, "username"), (password_key, "password")):
+            if values[key] is None:
+                if option not in options:
+                    raise SecretNotFound(f"{where} has no key {key!r} and its {JAAS_KEY!r} sets no {option}")
+                values[key] = options[option]
+    return str(values[username_key]), str(values[password_key])
+
+
 async def cluster_config(body: Mapping[str, Any], kube: Kube, settings: OperatorSettings) -> ClusterConfig | None:
     """Resolve a KafkaCluster; raises SecretNotFound when a referenced Secret is unreadable."""
     try:
@@ -155,8 +186,10 @@ async def cluster_config(body: Mapping[str, Any], kube: Kube, settings: Operator
     if security and security.sasl:
         ref = security.sasl.credentials_secret_ref
         conn["sasl_mechanism"] = security.sasl.mechanism
-        conn["sasl_username"] = await kube.secret_value(ref.namespace, ref.name, ref.username_key)
-        conn["sasl_password"] = await kube.secret_value(ref.namespace, ref.name, ref.password_key)
+        data = await kube.secret_data(ref.namespace, ref.name)
+        conn["sasl_username"], conn["sasl_password"] = sasl_credentials(
+            data, ref.username_key, ref.password_key, f"Secret {ref.namespace}/{ref.name}"
+        )
     name = cluster.metadata.name or ""
     if security and security.tls:
         ca = security.tls.ca_secret_ref
@@ -194,6 +227,7 @@ async def cluster_config(body: Mapping[str, Any], kube: Kube, settings: Operator
         protection=protection,
         policy=policy,
         principals=frozenset(own),
+        callback_honoured=spec.quota_callback.honours_entity_quotas,
     )
 
 

@@ -45,6 +45,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kquota.domain.callback import CALLBACK_CONFIG, callbacks_from_configs, cluster_condition, with_callback
 from kquota.domain.contest import ContestTracker
 from kquota.domain.desired import split_budget
 from kquota.domain.entities import Entity, QuotaKey
@@ -213,6 +214,10 @@ class ClusterReconciler:
         self._peers = peers or dict
         self._cluster_id: str | None = None
         self._windows: tuple[float, dict[int, ControllerWindow]] | None = None
+        #: (when read, each broker's client.quota.callback.class; None when the brokers refused to say).
+        self._callbacks: tuple[float, list[int], dict[int, str] | None] | None = None
+        #: The KafkaCluster's QuotaCallback condition (status, reason, message); None until read.
+        self._callback_condition: tuple[str, str, str] | None = None
         # Observed metrics: the source (kept: the scrape source remembers readings),
         # the latest observation per resource, and when status.observed was written.
         self._metrics_src: MetricsSource | None = None
@@ -245,7 +250,12 @@ class ClusterReconciler:
         self._hold: GuardHold | None = None
         self._hold_text = ""
         self._hold_announced: str | None = None
-        self._limits = GuardLimits()
+        self._limits = GuardLimits(
+            settings.deletion_guard,
+            settings.deletion_guard_percent,
+            settings.deletion_guard_max,
+            settings.deletion_guard_min,
+        )
         self._contest = ContestTracker(settings.contested_restores, settings.contested_window, settings.contested_retry)
         #: The KafkaCluster's (generation, removal approval) last seen by the handlers (a change means a full pass).
         self.cluster_version: tuple[int, str | None] | None = None
@@ -592,11 +602,19 @@ class ClusterReconciler:
             await self._drift_events(drifted, claims.holders, records)
             await self._contest_events(drifted, claims.holders, records, time.monotonic())
         done = [c for c in sendable if c.entity not in failed]
-        changed_uids = await self._change_events(done, live, owned_before, claims.holders, records, drifted, cfg)
+        changed_uids = await self._change_events(done, live, owned_before, claims.holders, records, drifted)
 
         problems = {e: m for e, m in {**held_back, **failed}.items() if e not in transient}
         retrying = {e: failed[e] for e in transient}
         windows = await self._controller_windows(admin, brokers, claimers)
+        found = await self._quota_callbacks(admin, brokers, fresh=touched is None)
+        callbacks = found or {}
+        self._callback_condition = (
+            ("Unknown", "NotAuthorized", f"cannot read {CALLBACK_CONFIG}: the brokers refused DescribeConfigs")
+            if found is None
+            else cluster_condition(found, cfg.callback_honoured)
+        )
+        contested = self._contest.active(time.monotonic())
         for rec in claimers:
             outcome = self._outcome(rec, claims, live_after, problems, retrying)
             if rec.ref.kind == "ControllerMutationQuota":
@@ -604,7 +622,8 @@ class ClusterReconciler:
                 outcome = with_burst(outcome, rate, burst, windows)
             elif rec.ref.kind == "TopicQuota":
                 outcome = with_enforcement(outcome, rec.entries, topic_extra.get(rec.ref.uid, {}))
-            outcomes[rec.ref.uid] = self._with_contest(rec, outcome, claims.holders, live_after)
+            outcome = with_callback(outcome, (e for e, _ in rec.entries), callbacks, cfg.callback_honoured)
+            outcomes[rec.ref.uid] = self._with_contest(rec, outcome, claims.holders, live_after, contested)
         report.outcomes = outcomes
         if touched is None:
             # Metrics are read on full passes only: a narrow pass sees too few
@@ -706,6 +725,34 @@ class ClusterReconciler:
             windows[broker] = window_from_configs(configs)
         self._windows = (now, windows)
         return windows
+
+    async def _quota_callbacks(self, admin: QuotaAdmin, brokers: list[int], fresh: bool) -> dict[int, str] | None:
+        """Each broker's client.quota.callback.class (brokers without one left out).
+
+        Re-read on full passes at most once per drift interval, and whenever
+        the brokers change. None when the brokers refuse DescribeConfigs on
+        the cluster (the KafkaCluster then says it could not tell).
+        """
+        now = time.monotonic()
+        cached = self._callbacks
+        if (
+            cached is not None
+            and cached[1] == brokers
+            and (not fresh or now - cached[0] < self.settings.drift_interval)
+        ):
+            return cached[2]
+        configs: dict[int, dict[str, str]] = {}
+        try:
+            for broker in brokers:
+                configs[broker] = await asyncio.to_thread(admin.broker_configs, broker, [CALLBACK_CONFIG])
+            found: dict[int, str] | None = callbacks_from_configs(configs)
+        except KafkaNotAuthorized as exc:
+            log.warning("cluster %s: cannot read %s from the brokers: %s", self.name, CALLBACK_CONFIG, exc)
+            found = None
+        if found and (cached is None or cached[2] != found):
+            log.warning("cluster %s: %s", self.name, cluster_condition(found, False)[2])
+        self._callbacks = (now, list(brokers), found)
+        return found
 
     async def _expand_topic_quotas(
         self, admin: QuotaAdmin, records: list[ResourceRecord]
@@ -963,15 +1010,13 @@ class ClusterReconciler:
 
     def _guard(self, removed: frozenset[tuple[Entity, QuotaKey]], owned: int, full: bool) -> GuardHold | None:
         """The removals this pass must hold back (None: all may go)."""
-        s = self.settings
-        limits = GuardLimits(s.deletion_guard, s.deletion_guard_percent, s.deletion_guard_max, s.deletion_guard_min)
-        self._limits = limits
-        hold = guard(removed, owned, limits)
+        hold = guard(removed, owned, self._limits)
         if hold is None:
             return None
         if not full:
-            # A narrow pass sees part of the picture: hold, and size the hold in a full pass.
-            self.trigger()
+            # A narrow pass sees part of the picture: hold, and size the hold in a
+            # full pass (not a new change: it must not restart the removal settle).
+            self._wake_full()
             return hold
         if self._approval() == hold.id:
             log.warning("cluster %s: %d removals approved (%s=%s)", self.name, hold.count, APPROVAL_ANNOTATION, hold.id)
@@ -1020,9 +1065,9 @@ class ClusterReconciler:
         outcome: Outcome,
         holders: Mapping[tuple[Entity, QuotaKey], ResourceRef],
         live: Mapping[Entity, Mapping[QuotaKey, float]],
+        active: Mapping[tuple[Entity, QuotaKey], float],
     ) -> Outcome:
-        """Contested (Ready=False) while a key this resource holds is left to another writer."""
-        active = self._contest.active(time.monotonic())
+        """Contested (Ready=False) while a key this resource holds is left to another writer (``active``)."""
         if not active:
             return outcome
         mine = [
@@ -1094,7 +1139,6 @@ class ClusterReconciler:
         holders: Mapping[tuple[Entity, QuotaKey], ResourceRef],
         records: list[ResourceRecord],
         drifted: list[Drift],
-        cfg: ClusterConfig,
     ) -> set[str]:
         """An event for every key this pass set or removed on the brokers, with exact values.
 
@@ -1105,6 +1149,7 @@ class ClusterReconciler:
         event, so the status-change event does not repeat it.
         """
         by_ref = {r.ref: r for r in records}
+        causes = self._removal_causes(records) if any(op.value is None for c in done for op in c.ops) else ({}, {})
         drift = {(d.entity, d.key) for d in drifted}
         applied: dict[str, tuple[ResourceRecord, list[str]]] = {}
         removed: dict[tuple[str, str], tuple[ResourceRecord | None, bool, list[str]]] = {}
@@ -1123,7 +1168,7 @@ class ClusterReconciler:
                         f"{op.key.value}={value_text(op.value)} on {change.entity.path()} (was {was})"
                     )
                     continue
-                cause_rec, cause, warn = self._removal_cause(change.entity, op.key, records, owned_before, cfg)
+                cause_rec, cause, warn = self._removal_cause(change.entity, op.key, causes, owned_before)
                 text = f"{op.key.value} on {change.entity.path()} (was {'unset' if old is None else value_text(old)})"
                 log.info("cluster %s: removed %s from the brokers: %s", self.name, text, cause)
                 metrics.REMOVED.labels(self.name).inc()
@@ -1141,21 +1186,43 @@ class ClusterReconciler:
         await gather_limited(coros, self.settings.status_concurrency)
         return set(applied)
 
+    def _removal_causes(
+        self, records: list[ResourceRecord]
+    ) -> tuple[dict[tuple[Entity, QuotaKey], ResourceRecord], dict[Entity, ResourceRecord]]:
+        """Index, once per pass, which resource a removal can come from.
+
+        The first index maps each key of a resource being deleted to it; the
+        second maps each entity a live resource held at its last pass to it
+        (its edit dropped the key). Earlier records win, as a scan would.
+        Built once so a prune of N resources costs O(N), not O(N^2).
+        """
+        deleting: dict[tuple[Entity, QuotaKey], ResourceRecord] = {}
+        held: dict[Entity, ResourceRecord] = {}
+        for rec in records:
+            if rec.deleting:
+                for entity, values in rec.entries:
+                    for key in values:
+                        deleting.setdefault((entity, key), rec)
+            elif rec.error is None:
+                for entity in self._entities_by_uid.get(rec.ref.uid, ()):
+                    held.setdefault(entity, rec)
+        return deleting, held
+
     def _removal_cause(
         self,
         entity: Entity,
         key: QuotaKey,
-        records: list[ResourceRecord],
+        causes: tuple[dict[tuple[Entity, QuotaKey], ResourceRecord], dict[Entity, ResourceRecord]],
         owned_before: Mapping[Entity, Mapping[QuotaKey, float]],
-        cfg: ClusterConfig,
     ) -> tuple[ResourceRecord | None, str, bool]:
         """Which resource a removal comes from, why, and whether it deserves a Warning."""
-        for rec in records:
-            if rec.deleting and any(e == entity and key in v for e, v in rec.entries):
-                return rec, f"{rec.ref} is being deleted", False
-        for rec in records:
-            if not rec.deleting and rec.error is None and entity in self._entities_by_uid.get(rec.ref.uid, ()):
-                return rec, f"{rec.ref} no longer sets it", False
+        deleting, held = causes
+        rec = deleting.get((entity, key))
+        if rec is not None:
+            return rec, f"{rec.ref} is being deleted", False
+        rec = held.get(entity)
+        if rec is not None:
+            return rec, f"{rec.ref} no longer sets it", False
         if key not in owned_before.get(entity, {}):
             return None, f"KafkaCluster {self.name} has unmanaged.policy Adopt and no resource sets it", True
         return None, "kquota set it and no resource sets it any more (its resource was deleted or moved)", True
@@ -1260,12 +1327,11 @@ class ClusterReconciler:
             _now(),
             held=held,
             cluster_id=self._cluster_id,
+            callback=self._callback_condition,
         )
-        if not needs_write(prev, new):
+        ref = self._cluster_ref()
+        if ref is None or not needs_write(prev, new):
             return
-        ref = ObjectRef(
-            "KafkaCluster", "kafkaclusters", None, str(meta.get("name", self.name)), str(meta.get("uid", ""))
-        )
         try:
             if await self.kube.patch_status(ref, merge_patch(prev, new)):
                 self._cluster_written = new

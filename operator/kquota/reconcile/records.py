@@ -63,3 +63,5 @@ class ClusterConfig:
     metrics: MetricsConfig | None = None
     #: The operator's own principals on this cluster (always protected).
     principals: frozenset[str] = frozenset()
+    #: spec.quotaCallback.honoursEntityQuotas: the brokers' quota callback enforces entity quotas.
+    callback_honoured: bool = False
