@@ -138,7 +138,7 @@ BAD_VALUES = [
     (
         "typo in a KafkaCluster spec",
         {"kafka": {"clusters": [{"name": "main", "spec": {"bootstrapServer": "k:9092"}}]}},
-        "missing property 'bootstrapServers'",
+        "additional properties 'bootstrapServer' not allowed",
     ),
     (
         "invalid SASL mechanism",

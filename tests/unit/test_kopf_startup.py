@@ -57,3 +57,16 @@ def test_an_unchecked_kopf_version_is_left_alone(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(kopf_startup, "CHECKED_VERSIONS", frozenset({"0.0.0"}))
     assert not kopf_startup.install()
     assert aiotoggles.ToggleSet.drop_toggle is original
+
+
+def test_watch_streams_get_connections_of_their_own() -> None:
+    """Scoped to many namespaces, watches (3 each) must not fill the pool that status patches need."""
+    from kquota.handlers.main import GLOB_NAMESPACES, WATCHES_PER_NAMESPACE, connection_limit
+    from kquota.reconcile.settings import OperatorSettings
+
+    base = OperatorSettings.model_construct(api_connections=32)
+    assert connection_limit(base) >= 32 + 4, "cluster-wide: four watches beside the requests"
+    named = OperatorSettings.model_construct(api_connections=32, watch_namespaces=[f"ns{i}" for i in range(40)])
+    assert connection_limit(named) >= 32 + WATCHES_PER_NAMESPACE * 40
+    globbed = OperatorSettings.model_construct(api_connections=32, watch_namespaces=["team-*"])
+    assert connection_limit(globbed) >= 32 + WATCHES_PER_NAMESPACE * GLOB_NAMESPACES

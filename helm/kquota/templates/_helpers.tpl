@@ -72,11 +72,41 @@ kafka.extraSecrets. Names are sorted and unique, so the Roles are stable.
 {{- with ($security.sasl | default dict).credentialsSecretRef }}{{ $refs = append $refs . }}{{ end -}}
 {{- with ($security.tls | default dict).caSecretRef }}{{ $refs = append $refs . }}{{ end -}}
 {{- with ($security.tls | default dict).clientCertSecretRef }}{{ $refs = append $refs . }}{{ end -}}
+{{- with (.spec | default dict).strimzi -}}
+{{- /* A Strimzi Kafka's cluster CA, and the KafkaUser's Secret (named after it; a STRIMZI_SECRET_PREFIX goes in kafka.extraSecrets). */ -}}
+{{- $kns := .kafka.namespace -}}
+{{- $refs = append $refs (dict "namespace" $kns "name" (printf "%s-cluster-ca-cert" .kafka.name)) -}}
+{{- with .kafkaUser }}{{ $refs = append $refs (dict "namespace" (.namespace | default $kns) "name" .name) }}{{ end -}}
+{{- end -}}
 {{- end -}}
 {{- range .Values.kafka.extraSecrets }}{{ $refs = append $refs . }}{{ end -}}
 {{- $byNs := dict -}}
 {{- range $refs -}}
 {{- $_ := set $byNs .namespace (append (get $byNs .namespace | default list) .name | uniq | sortAlpha) -}}
+{{- end -}}
+{{- toJson $byNs -}}
+{{- end -}}
+
+{{/*
+Strimzi objects the KafkaClusters connect through, by namespace:
+{"<ns>": {"kafkas": [names], "kafkausers": [names]}}. KafkaUsers are also
+listed (the User Operator's users decide what kquota may not touch).
+*/}}
+{{- define "kquota.strimziByNamespace" -}}
+{{- $byNs := dict -}}
+{{- range .Values.kafka.clusters -}}
+{{- with (.spec | default dict).strimzi -}}
+{{- $kns := .kafka.namespace -}}
+{{- $entry := get $byNs $kns | default (dict "kafkas" list "kafkausers" list) -}}
+{{- $_ := set $entry "kafkas" (append $entry.kafkas .kafka.name | uniq | sortAlpha) -}}
+{{- $_ := set $byNs $kns $entry -}}
+{{- with .kafkaUser -}}
+{{- $uns := .namespace | default $kns -}}
+{{- $u := get $byNs $uns | default (dict "kafkas" list "kafkausers" list) -}}
+{{- $_ := set $u "kafkausers" (append $u.kafkausers .name | uniq | sortAlpha) -}}
+{{- $_ := set $byNs $uns $u -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- toJson $byNs -}}
 {{- end -}}

@@ -36,6 +36,8 @@ TLS_UNUSED: Final = "tls is used only with protocol SSL or SASL_SSL"
 GRANT_EMPTY: Final = "a grant needs users, clientIds, ips or allowDefaults: true"
 GRANT_IPS_INVALID: Final = "ips entries must be IP addresses or CIDR ranges such as 10.0.0.0/8"
 WINDOW_NOT_POSITIVE: Final = "window must be a positive duration such as 60s or 5m"
+BOOTSTRAP_OR_STRIMZI: Final = "set exactly one of bootstrapServers and strimzi"
+STRIMZI_SECURITY: Final = "with strimzi, security comes from the Kafka's listener and the KafkaUser: leave security out"
 
 Namespace = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS1123_LABEL)]
 ObjectName = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS1123_SUBDOMAIN)]
@@ -287,15 +289,59 @@ class QuotaCallback(SpecModel):
     )
 
 
+class StrimziObjectRef(SpecModel):
+    """A Strimzi object by namespace and name."""
+
+    namespace: Namespace = Field(description="Namespace of the object.")
+    name: ObjectName = Field(description="Name of the object.")
+
+
+class StrimziUserRef(SpecModel):
+    """A Strimzi KafkaUser, in the Kafka's namespace unless namespace is set."""
+
+    namespace: Namespace | None = Field(None, description="Namespace of the KafkaUser (default: the Kafka's).")
+    name: ObjectName = Field(description="Name of the KafkaUser.")
+
+
+class Strimzi(SpecModel):
+    """Connect through a Kafka cluster run by Strimzi, and leave Strimzi's quotas to it."""
+
+    kafka: StrimziObjectRef = Field(
+        description="The Strimzi Kafka (kafka.strimzi.io, v1 or v1beta2). The bootstrap address is the "
+        "listener's status.listeners[].bootstrapServers; with a TLS listener the CA is the Secret "
+        "<kafka>-cluster-ca-cert (key ca.crt) in the Kafka's namespace. Re-read on every pass, as Secrets are."
+    )
+    listener: Annotated[str, Field(min_length=1, max_length=63, pattern=DNS1123_LABEL)] = Field(
+        description="Name of the Kafka's listener to connect through (spec.kafka.listeners[].name). Its "
+        "tls and authentication decide the protocol: scram-sha-512 uses the KafkaUser's SCRAM Secret "
+        "(password and sasl.jaas.config), tls its user.crt and user.key."
+    )
+    kafka_user: StrimziUserRef | None = Field(
+        None,
+        description="The KafkaUser kquota authenticates as (required when the listener has authentication). "
+        "Its Secret is status.secret (else the KafkaUser's name) in its namespace.",
+    )
+
+
 class KafkaClusterSpec(SpecModel):
     """How to reach the cluster and who may manage what on it."""
 
-    bootstrap_servers: str = Field(
+    bootstrap_servers: str | None = Field(
+        None,
         min_length=1,
         max_length=4096,
         pattern=BOOTSTRAP_PATTERN,
         description="Comma-separated host:port list of brokers to bootstrap from, e.g. "
-        "'kafka-0.kafka:9092,kafka-1.kafka:9092' (IPv6 as [::1]:9092).",
+        "'kafka-0.kafka:9092,kafka-1.kafka:9092' (IPv6 as [::1]:9092). Exactly one of bootstrapServers "
+        "and strimzi is set.",
+    )
+    strimzi: Strimzi | None = Field(
+        None,
+        description="Connect through a Strimzi Kafka and KafkaUser instead of bootstrapServers and security. "
+        "kquota then also leaves Strimzi's quotas alone: the users/<name> entities its User Operator manages "
+        "(every KafkaUser's, and every other user's unless STRIMZI_IGNORED_USERS_PATTERN matches it) and "
+        "users/<default> (the Cluster Operator's since Strimzi 0.42) are refused with reason OwnedByStrimzi "
+        "and never touched, Adopt included; the StrimziUsers condition says how to hand users to kquota.",
     )
     security: Security = Field(
         default_factory=Security,
@@ -343,6 +389,23 @@ class KafkaClusterSpec(SpecModel):
         "client quotas themselves; this says whether theirs enforces the entity quotas kquota writes. The "
         "KafkaCluster's QuotaCallback condition shows what the brokers run.",
         json_schema_extra={"default": {}},
+    )
+
+    __rules__: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            "has(self.bootstrapServers) != has(self.strimzi)",
+            BOOTSTRAP_OR_STRIMZI,
+            lambda s: (s.bootstrap_servers is None) != (s.strimzi is None),
+        ),
+        Rule(
+            "!has(self.strimzi) || !has(self.security) || ((!has(self.security.protocol) || "
+            "self.security.protocol == 'PLAINTEXT') && !has(self.security.sasl) && !has(self.security.tls))",
+            STRIMZI_SECURITY,
+            lambda s: (
+                s.strimzi is None
+                or (s.security.protocol == "PLAINTEXT" and s.security.sasl is None and s.security.tls is None)
+            ),
+        ),
     )
 
 

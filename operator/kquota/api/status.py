@@ -135,7 +135,10 @@ _CONDITIONS_DOC: Final = (
     "same Kafka cluster: nothing is applied through this one); QuotaCallback (the keys are set on the brokers, but a "
     "broker runs a client.quota.callback.class, which decides client quotas itself: Stalled until the "
     "KafkaCluster's spec.quotaCallback.honoursEntityQuotas says the callback enforces them; a QuotaCallback "
-    "condition names the class; IP connection rates are not affected); ClusterNotReady (the KafkaCluster's "
+    "condition names the class; IP connection rates are not affected); OwnedByStrimzi (the KafkaCluster "
+    "connects through a Strimzi Kafka and Strimzi manages this entity: its User Operator (a KafkaUser's user, or "
+    "any user not matching STRIMZI_IGNORED_USERS_PATTERN) or its Cluster Operator (users/<default>); kquota sets "
+    "and removes nothing on it); ClusterNotReady (the KafkaCluster's "
     "spec is unusable or "
     "a Secret it names is unreadable); TopicNotFound; UnsupportedByBroker."
 )

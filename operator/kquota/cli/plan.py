@@ -61,6 +61,7 @@ from kquota.domain.plan import (
     resolve_claims,
 )
 from kquota.domain.status import Reason
+from kquota.domain.strimzi import StrimziOwnership
 from kquota.domain.tenancy import Grant, refusal
 from kquota.kafka.quotas import EntityAlteration
 from kquota.kafka.quotas import QuotaOp as AdapterOp
@@ -230,6 +231,7 @@ def rows_of(
     ledger: Quotas | None,
     hold: GuardHold | None = None,
     causes: Mapping[tuple[Entity, QuotaKey], str] | None = None,
+    strimzi: StrimziOwnership | None = None,
 ) -> list[Row]:
     """The plan as rows, sorted by entity then key; removals ``hold`` names are HELD rows."""
     owned = ledger or {}
@@ -276,7 +278,9 @@ def rows_of(
             note = "set outside kquota; left alone" if ledger is not None else "not in the manifests; left alone"
             rows.append(Row(Action.UNMANAGED, entity, key, value, None, None, note))
     for entity in the_plan.protected:
-        rows.append(Row(Action.PROTECTED, entity, None, None, None, None, "protected principal; never changed"))
+        owner = strimzi.owner(entity) if strimzi is not None else None
+        note = f"Strimzi's, never changed: {owner}" if owner else "protected principal; never changed"
+        rows.append(Row(Action.PROTECTED, entity, None, None, None, None, note))
     for entity, values in the_plan.kept.items():
         for key, value in values.items():
             note = (
@@ -350,7 +354,7 @@ def make_report(
     causes = removal_causes(target.claimants or [], claimants, gone)
     rows = [
         r
-        for r in rows_of(the_plan, claims, live, target.ledger, hold, causes)
+        for r in rows_of(the_plan, claims, live, target.ledger, hold, causes, target.protection.strimzi)
         if common.entity_selected(r.entity, globs)
     ]
     if target.ledger is None:
@@ -562,7 +566,9 @@ def with_cluster_manifest(target: Target, docs: Sequence[Checked]) -> Target:
     for c in docs:
         if isinstance(c.resource, KafkaCluster) and c.resource.metadata.name == target.cluster:
             settings = target.settings or OperatorSettings.model_construct()
-            grants, protection, policy = cluster_policy(c.resource, settings, target.principals)
+            grants, protection, policy = cluster_policy(
+                c.resource, settings, target.principals, target.protection.strimzi
+            )
             annotations = c.resource.metadata.annotations or {}
             return replace(
                 target,

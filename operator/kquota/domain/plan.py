@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kquota.domain.entities import Entity, QuotaKey
+from kquota.domain.strimzi import StrimziOwnership
 
 Quotas = Mapping[Entity, Mapping[QuotaKey, float]]
 
@@ -108,10 +109,14 @@ class Protection:
 
     users: frozenset[str] = frozenset()
     client_ids: frozenset[str] = frozenset()
+    #: What Strimzi manages on this cluster (its entities are never touched either).
+    strimzi: StrimziOwnership | None = None
 
     def covers(self, entity: Entity) -> bool:
-        return (entity.has_user and entity.user is not None and entity.user in self.users) or (
-            entity.has_client_id and entity.client_id is not None and entity.client_id in self.client_ids
+        return (
+            (entity.has_user and entity.user is not None and entity.user in self.users)
+            or (entity.has_client_id and entity.client_id is not None and entity.client_id in self.client_ids)
+            or (self.strimzi is not None and self.strimzi.owner(entity) is not None)
         )
 
 

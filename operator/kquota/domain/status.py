@@ -43,6 +43,8 @@ class Reason(enum.StrEnum):
     DUPLICATE_CLUSTER = "DuplicateCluster"
     #: The brokers run a client.quota.callback.class: it decides whether the keys kquota set are enforced.
     QUOTA_CALLBACK = "QuotaCallback"
+    #: Strimzi manages this entity's quotas (its User Operator or Cluster Operator would change them back).
+    OWNED_BY_STRIMZI = "OwnedByStrimzi"
 
 
 #: Reasons only a KafkaCluster's status carries, never a quota resource's.
@@ -69,6 +71,8 @@ STALLED = frozenset(
         Reason.CONTESTED,
         # Someone must say whether the brokers' quota callback enforces entity quotas.
         Reason.QUOTA_CALLBACK,
+        # Hand the user over in Strimzi (or set its quota in the KafkaUser).
+        Reason.OWNED_BY_STRIMZI,
     }
 )
 
@@ -204,6 +208,7 @@ def render_cluster_status(
     held: str | None = None,
     cluster_id: str | None = None,
     callback: tuple[str, str, str] | None = None,
+    strimzi: str | None = None,
 ) -> dict[str, Any]:
     """A KafkaCluster's status: Ready while kquota can reach it, with the broker count.
 
@@ -211,7 +216,9 @@ def render_cluster_status(
     ``Ready=False, reason RemovalsHeld``, ``Stalled=True`` (an approval is needed)
     and a ``DeletionGuard=True`` condition saying how to approve. ``callback`` is
     the ``QuotaCallback`` condition (status, reason, message): whether the
-    brokers run a client quota callback.
+    brokers run a client quota callback. ``strimzi`` is the ``StrimziUsers``
+    condition's message (what Strimzi manages, how to hand users over) for a
+    KafkaCluster that connects through a Strimzi Kafka.
     """
     prev_status = prev_status or {}
     prev = {c.get("type", ""): c for c in prev_status.get("conditions") or [] if isinstance(c, Mapping)}
@@ -235,6 +242,8 @@ def render_cluster_status(
     elif "QuotaCallback" in prev:
         # Not read this time (the brokers are unreachable): what was last known stays.
         conds.append(dict(prev["QuotaCallback"]))
+    if strimzi is not None:
+        conds.append(_condition(prev, "StrimziUsers", "True", "Managed", strimzi, generation, now))
     return {
         "observedGeneration": generation,
         "conditions": conds,

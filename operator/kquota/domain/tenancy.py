@@ -123,6 +123,11 @@ def refusal(
     why = denied(namespace, entities, grants)
     if why is not None:
         return Reason.NOT_PERMITTED, why
+    if protection.strimzi is not None:
+        for e in entities:
+            owner = protection.strimzi.owner(e)
+            if owner is not None:
+                return Reason.OWNED_BY_STRIMZI, f"{e.path()} is Strimzi's: {owner}; kquota sets nothing for it"
     guarded = [e for e in entities if protection.covers(e)]
     if guarded:
         return Reason.PROTECTED, f"{guarded[0].path()} names a protected principal; kquota never changes it"

@@ -50,6 +50,30 @@ def _logging(settings: OperatorSettings, verbose: bool) -> None:
     logging.getLogger("kafka").setLevel(logging.WARNING)
 
 
+#: Watch streams Kopf holds open per watched namespace (one per namespaced kind: the three quota kinds).
+WATCHES_PER_NAMESPACE = 3
+#: Namespaces a glob in KQUOTA_WATCH_NAMESPACES is given room for (their number is not known at start).
+GLOB_NAMESPACES = 256
+
+
+def connection_limit(settings: OperatorSettings) -> int:
+    """Connections the API session may open: ``api_connections`` for requests, plus one per watch stream.
+
+    Each watch holds a connection for as long as it runs. Cluster-wide that is
+    a handful; scoped to namespaces it is three per namespace, and a pool
+    that the watches fill leaves no connection for status patches: the
+    operator would hang. So the watches get room of their own: three per
+    named namespace, and for globs (whose matches are not known at start)
+    room for GLOB_NAMESPACES namespaces.
+    """
+    patterns = settings.watch_namespaces
+    if not patterns:
+        return settings.api_connections + 8
+    globbed = any(ch in p for p in patterns for ch in "*?,!")
+    namespaces = GLOB_NAMESPACES if globbed else len(patterns)
+    return settings.api_connections + 8 + WATCHES_PER_NAMESPACE * namespaces
+
+
 @kopf.on.login()
 async def _login(**kwargs: Any) -> kopf.AiohttpSession | None:
     """In a Pod the ServiceAccount, elsewhere $KUBECONFIG (set from --kubeconfig).
@@ -64,7 +88,7 @@ async def _login(**kwargs: Any) -> kopf.AiohttpSession | None:
     if info is None:
         return None
     session = aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=handlers.Runtime.settings.api_connections, ssl=info.as_ssl_context()),
+        connector=aiohttp.TCPConnector(limit=connection_limit(handlers.Runtime.settings), ssl=info.as_ssl_context()),
         headers=info.as_http_headers(),
         auth=info.as_aiohttp_basic_auth(),
     )

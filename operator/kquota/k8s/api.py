@@ -17,7 +17,7 @@ import datetime as dt
 import logging
 import urllib.request
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import quote, urlsplit
@@ -127,6 +127,41 @@ class Kube:
     async def list_cluster_objects(self, plural: str) -> dict[str, Any]:
         """Every object of a kind across namespaces (one list; the CLI's scale)."""
         return await self.request("GET", _path("apis", GROUP, VERSION, plural))
+
+    # -- other projects' objects (Strimzi's Kafka and KafkaUser) ---------------
+
+    async def get_namespaced_object(
+        self, group: str, versions: Sequence[str], namespace: str, plural: str, name: str
+    ) -> dict[str, Any]:
+        """One namespaced object, from the first of ``versions`` the API server serves (404 tries the next)."""
+        last: ApiException | None = None
+        for version in versions:
+            try:
+                return await self.request("GET", _path("apis", group, version, "namespaces", namespace, plural, name))
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+                last = exc
+        assert last is not None
+        raise last
+
+    async def list_namespaced_objects(
+        self, group: str, versions: Sequence[str], namespace: str, plural: str, selector: str
+    ) -> list[dict[str, Any]]:
+        """Objects matching a label selector in one namespace, from the first of ``versions`` served."""
+        last: ApiException | None = None
+        for version in versions:
+            path = _path("apis", group, version, "namespaces", namespace, plural)
+            try:
+                result = await self.request("GET", path, query=[("labelSelector", selector)])
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+                last = exc
+                continue
+            return list(result.get("items") or [])
+        assert last is not None
+        raise last
 
     # -- status ---------------------------------------------------------------
 

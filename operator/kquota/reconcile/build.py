@@ -35,6 +35,7 @@ from kquota.api.kafkacluster import KafkaCluster, duration_seconds
 from kquota.api.topicquota import TopicQuota
 from kquota.domain.desired import desired_entries, topic_budget, topic_clients
 from kquota.domain.plan import Protection, ResourceRef, UnmanagedPolicy
+from kquota.domain.strimzi import StrimziOwnership
 from kquota.domain.tenancy import Grant
 from kquota.k8s.api import Kube, SecretNotFound
 from kquota.kafka.jaas import JaasError, jaas_options
@@ -42,6 +43,7 @@ from kquota.kafka.principal import CertificateError, subject_principal
 from kquota.kafka.quotas import ConnectionSettings
 from kquota.reconcile.records import ClusterConfig, MetricsConfig, ResourceRecord
 from kquota.reconcile.settings import OperatorSettings
+from kquota.reconcile.strimzi import resolve as resolve_strimzi
 
 #: The Secret key Kafka clients (and Strimzi's KafkaUser Secrets) keep a JAAS login line in.
 JAAS_KEY = "sasl.jaas.config"
@@ -179,19 +181,32 @@ async def cluster_config(body: Mapping[str, Any], kube: Kube, settings: Operator
         return None
     spec = cluster.spec
     security = spec.security
-    conn: dict[str, Any] = {
-        "bootstrap_servers": spec.bootstrap_servers,
-        "security_protocol": security.protocol if security else "PLAINTEXT",
-    }
-    if security and security.sasl:
+    name = cluster.metadata.name or ""
+    strimzi = None
+    cert: str | None = None
+    if spec.strimzi is not None:
+        # Everything about the connection comes from Strimzi's objects (security is left out).
+        strimzi = await resolve_strimzi(spec.strimzi, kube)
+        conn: dict[str, Any] = dict(strimzi.connection)
+        if strimzi.ca_pem is not None:
+            conn["ssl_cafile"] = _tls_file(strimzi.ca_pem, name, "ca")
+        if strimzi.cert_pem is not None and strimzi.key_pem is not None:
+            cert = strimzi.cert_pem
+            conn["ssl_certfile"] = _tls_file(strimzi.cert_pem, name, "cert")
+            conn["ssl_keyfile"] = _tls_file(strimzi.key_pem, name, "key")
+    else:
+        conn = {
+            "bootstrap_servers": spec.bootstrap_servers,
+            "security_protocol": security.protocol if security else "PLAINTEXT",
+        }
+    if strimzi is None and security and security.sasl:
         ref = security.sasl.credentials_secret_ref
         conn["sasl_mechanism"] = security.sasl.mechanism
         data = await kube.secret_data(ref.namespace, ref.name)
         conn["sasl_username"], conn["sasl_password"] = sasl_credentials(
             data, ref.username_key, ref.password_key, f"Secret {ref.namespace}/{ref.name}"
         )
-    name = cluster.metadata.name or ""
-    if security and security.tls:
+    if strimzi is None and security and security.tls:
         ca = security.tls.ca_secret_ref
         conn["ssl_cafile"] = _tls_file(await kube.secret_value(ca.namespace, ca.name, ca.key), name, "ca")
         client = security.tls.client_cert_secret_ref
@@ -205,12 +220,14 @@ async def cluster_config(body: Mapping[str, Any], kube: Kube, settings: Operator
     own: set[str] = set()
     if conn.get("sasl_username"):
         own.add(conn["sasl_username"])
-    elif "ssl_certfile" in conn:
+    elif cert is not None:
         try:
             own.add(subject_principal(cert))
         except CertificateError as exc:
             log.warning("KafkaCluster %s: cannot read the client certificate's subject (%s)", name, exc)
-    grants, protection, policy = cluster_policy(cluster, settings, frozenset(own))
+    grants, protection, policy = cluster_policy(
+        cluster, settings, frozenset(own), strimzi.ownership if strimzi is not None else None
+    )
     metrics = None
     if spec.metrics and (spec.metrics.prometheus_url or spec.metrics.broker_endpoints):
         metrics = MetricsConfig(
@@ -232,12 +249,16 @@ async def cluster_config(body: Mapping[str, Any], kube: Kube, settings: Operator
 
 
 def cluster_policy(
-    cluster: KafkaCluster, settings: OperatorSettings, own_principals: frozenset[str] = frozenset()
+    cluster: KafkaCluster,
+    settings: OperatorSettings,
+    own_principals: frozenset[str] = frozenset(),
+    strimzi: StrimziOwnership | None = None,
 ) -> tuple[tuple[Grant, ...] | None, Protection, UnmanagedPolicy]:
     """What a KafkaCluster's spec decides about ownership: tenancy grants, protection, unmanaged policy.
 
     Pure, and shared by the operator and ``kquota plan -f`` (which lays a
     KafkaCluster from the manifests over the live one), so both decide alike.
+    ``strimzi`` is what Strimzi owns on the cluster (read by cluster_config).
     """
     spec = cluster.spec
     grants = (
@@ -257,6 +278,7 @@ def cluster_policy(
     protection = Protection(
         frozenset(settings.protected_users) | frozenset(spec.protected_users or []) | own_principals,
         frozenset(settings.protected_client_ids) | frozenset(spec.protected_client_ids or []),
+        strimzi,
     )
     policy = UnmanagedPolicy(spec.unmanaged.policy) if spec.unmanaged else UnmanagedPolicy.IGNORE
     return grants, protection, policy

@@ -218,6 +218,8 @@ class ClusterReconciler:
         self._callbacks: tuple[float, list[int], dict[int, str] | None] | None = None
         #: The KafkaCluster's QuotaCallback condition (status, reason, message); None until read.
         self._callback_condition: tuple[str, str, str] | None = None
+        #: What Strimzi manages on this cluster, in words (None: not a Strimzi Kafka).
+        self._strimzi_text: str | None = None
         # Observed metrics: the source (kept: the scrape source remembers readings),
         # the latest observation per resource, and when status.observed was written.
         self._metrics_src: MetricsSource | None = None
@@ -453,7 +455,7 @@ class ClusterReconciler:
             refused = refusal(rec.ref.namespace, [e for e, _ in rec.entries], cfg.grants, cfg.protection)
             if refused is not None:
                 outcomes[rec.ref.uid] = Outcome(*refused)
-                if refused[0] is not Reason.PROTECTED:
+                if refused[0] not in (Reason.PROTECTED, Reason.OWNED_BY_STRIMZI):
                     refused_recs.append(rec)
                     for entity, values in rec.entries:
                         held = keep.get(entity, frozenset())
@@ -607,6 +609,7 @@ class ClusterReconciler:
         problems = {e: m for e, m in {**held_back, **failed}.items() if e not in transient}
         retrying = {e: failed[e] for e in transient}
         windows = await self._controller_windows(admin, brokers, claimers)
+        self._strimzi_text = cfg.protection.strimzi.summary() if cfg.protection.strimzi is not None else None
         found = await self._quota_callbacks(admin, brokers, fresh=touched is None)
         callbacks = found or {}
         self._callback_condition = (
@@ -1328,6 +1331,7 @@ class ClusterReconciler:
             held=held,
             cluster_id=self._cluster_id,
             callback=self._callback_condition,
+            strimzi=self._strimzi_text,
         )
         ref = self._cluster_ref()
         if ref is None or not needs_write(prev, new):

@@ -31,7 +31,10 @@ class OperatorSettings(BaseSettings):
         30.0, ge=0, description="Least seconds between status.observed writes whose conditions did not change."
     )
     api_connections: int = Field(
-        32, ge=1, description="Most connections Kopf opens to the API server (each holds a TLS buffer)."
+        32,
+        ge=1,
+        description="Most connections Kopf opens to the API server for requests (each holds a TLS buffer); "
+        "watch streams get room of their own (3 per watched namespace).",
     )
     allow_shared_kafka_clusters: bool = Field(
         False,
