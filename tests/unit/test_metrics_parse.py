@@ -424,9 +424,18 @@ def _operator_series() -> set[str]:
     return out
 
 
-def _exporter_series() -> set[str]:
+def _strimzi_exporter_config() -> dict[str, Any]:
+    """The JMX exporter configuration in deploy/strimzi's ConfigMap (its one data key)."""
+    configmap = yaml.safe_load((ROOT / "deploy/strimzi/kafka-metrics-kquota.yaml").read_text())
+    assert configmap["apiVersion"] == "v1" and configmap["kind"] == "ConfigMap"
+    (text,) = configmap["data"].values()
+    config: dict[str, Any] = yaml.safe_load(text)
+    return config
+
+
+def _exporter_series(rules: dict[str, Any] | None = None) -> set[str]:
     """Series names the JMX exporter rules produce: each $n in a name expanded over its capture's alternatives."""
-    rules = yaml.safe_load((ROOT / "harness/jmx-exporter.yaml").read_text())
+    rules = rules or yaml.safe_load((ROOT / "harness/jmx-exporter.yaml").read_text())
     out: set[str] = set()
     for rule in rules["rules"]:
         groups = re.findall(r"\(([^()]*)\)", rule["pattern"])
@@ -473,6 +482,22 @@ def test_exporter_rules_produce_the_names_the_readers_use() -> None:
     exported = _exporter_series()
     assert set(NAMES.quota_names) <= exported
     assert set(NAMES.topic_names) <= exported
+
+
+def test_strimzi_rules_produce_the_quota_names_the_readers_use_by_default() -> None:
+    config = _strimzi_exporter_config()
+    # Strimzi's stock rules lower-case names; the quota rules must read the same either way.
+    assert config["lowercaseOutputName"] is True
+    exported = _exporter_series(config)
+    assert exported == set(NAMES.quota_names)
+    for rule in config["rules"]:
+        assert set(rule["labels"]) <= {NAMES.resource_label, NAMES.user_label, NAMES.client_label}, rule
+
+
+def test_strimzi_rules_match_only_the_quota_mbeans() -> None:
+    """They go before Strimzi's generic rules: anything more they matched would leave those rules."""
+    for rule in _strimzi_exporter_config()["rules"]:
+        assert rule["pattern"].startswith("kafka.server<type=(Produce|Fetch|Request|ControllerMutation), "), rule
 
 
 def test_dashboard_references_only_exported_metrics() -> None:
