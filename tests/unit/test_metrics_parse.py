@@ -513,6 +513,28 @@ def test_dashboard_references_only_exported_metrics() -> None:
     assert operator_bases == used_bases
 
 
+def test_every_broker_query_of_the_dashboard_filters_by_cluster() -> None:
+    """One Prometheus may scrape several Kafka clusters: each broker series is kept to the chosen ones."""
+    broker_exprs = [e for e in _dashboard_exprs() if "kafka_server_" in e]
+    assert len(broker_exprs) >= 9, "the broker panels and the user, client and topic variables"
+    for expr in broker_exprs:
+        selectors = re.findall(r"\bkafka_server_[a-z0-9_]+(\{[^}]*\})?", expr)
+        assert selectors, expr
+        for matchers in selectors:
+            assert 'cluster=~"$cluster"' in matchers, expr
+        # Summed or ranked over clusters, two clusters' users of one name would be one line.
+        for grouping in re.findall(r"\bby \(([^)]*)\)", expr):
+            assert "cluster" in [g.strip() for g in grouping.split(",")], expr
+
+
+def test_the_dashboards_cluster_variable_lists_the_kafkaclusters() -> None:
+    doc = json.loads((ROOT / "grafana/kquota-dashboard.json").read_text())
+    variables = {v["name"]: v for v in doc["templating"]["list"]}
+    assert variables["cluster"]["query"]["query"] == "label_values(kquota_reconcile_passes_total, cluster)"
+    # "All" must also match broker series without a cluster label (a Prometheus that adds none).
+    assert variables["cluster"]["includeAll"] and variables["cluster"]["allValue"] == ".*"
+
+
 def test_dashboard_panels_have_unique_ids_and_a_datasource() -> None:
     doc = json.loads((ROOT / "grafana/kquota-dashboard.json").read_text())
     panels = [p for p in doc["panels"] if p["type"] != "row"]
