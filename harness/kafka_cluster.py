@@ -37,7 +37,8 @@ reload4j logging, ``kafka.admin.AclCommand``; 4.x: log4j2, ACL tool moved to
 in both.
 
 Metrics: every broker runs ``jmx_prometheus_javaagent`` 1.0.1 with the rules in
-``harness/jmx-exporter.yaml``; ``broker.metrics_url`` serves the Prometheus
+``harness/jmx-exporter.yaml`` (``KafkaCluster.start(..., jmx_rules=path)`` gives it
+another configuration); ``broker.metrics_url`` serves the Prometheus
 text format. Names as exported (checked against a live 4.3.1 broker with quotas set):
 
 * ``kafka_server_quota_byte_rate{resource="Produce"|"Fetch", user, clientId}``
@@ -335,6 +336,8 @@ class KafkaCluster:
     extra_properties: dict[str, str] = field(default_factory=dict)
     #: Jars or class directories added to the brokers' classpath (e.g. the callback's classes).
     extra_classpath: tuple[Path, ...] = ()
+    #: The JMX exporter configuration the brokers' agent runs (``start(..., jmx_rules=...)``).
+    jmx_rules: Path = JMX_RULES
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -349,7 +352,13 @@ class KafkaCluster:
         tls: bool = False,
         extra_properties: dict[str, str] | None = None,
         extra_classpath: Sequence[Path] = (),
+        jmx_rules: Path | None = None,
     ) -> KafkaCluster:
+        """Format storage, start ``brokers`` nodes and wait until every one is ready.
+
+        ``jmx_rules`` is the JMX exporter configuration the brokers' agents run instead of
+        harness/jmx-exporter.yaml (other rules, other metric names); the file must outlive the cluster.
+        """
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
         home = ensure_kafka(version)
@@ -369,6 +378,7 @@ class KafkaCluster:
             tls=BrokerTls.create(workdir) if tls else None,
             extra_properties=dict(extra_properties or {}),
             extra_classpath=tuple(extra_classpath),
+            jmx_rules=Path(jmx_rules) if jmx_rules is not None else JMX_RULES,
         )
         per_broker = 6 if tls else 4
         ports = [[procs.free_port() for _ in range(per_broker)] for _ in range(brokers)]
@@ -387,7 +397,7 @@ class KafkaCluster:
                 "java",
                 *_BROKER_JVM,
                 *broker_log_flags,
-                f"-javaagent:{agent_jar(home)}=127.0.0.1:{metrics}:{JMX_RULES}",
+                f"-javaagent:{agent_jar(home)}=127.0.0.1:{metrics}:{cluster.jmx_rules}",
                 "-cp",
                 cluster._classpath(),
                 "kafka.Kafka",

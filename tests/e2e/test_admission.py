@@ -18,7 +18,9 @@ import yaml
 from harness.kube_apiserver import KubeAPIServer
 
 from kquota.api import ClientQuotaLimits, ClientQuotaSpec, parse_manifest
+from kquota.api.kafkacluster import PROMETHEUS_SELECTOR_INVALID
 from tests.plugins.resilience import Resilience
+from tests.unit.test_metrics_config import INVALID_SELECTORS, VALID_SELECTORS, Refused
 
 pytestmark = pytest.mark.e2e
 
@@ -148,6 +150,37 @@ def test_valid_byte_rates_are_accepted(crds: KubeAPIServer, corpus_namespace: st
     }
     parse_manifest(doc)
     crds.kubectl("create", "--dry-run=server", "--validate=strict", "-f", "-", input=json.dumps(doc))
+
+
+def _kafka_cluster_with_selector(name: str, selector: str) -> dict[str, object]:
+    return {
+        "apiVersion": "kquota.io/v1alpha1",
+        "kind": "KafkaCluster",
+        "metadata": {"name": name},
+        "spec": {
+            "bootstrapServers": "kafka-0.kafka:9092",
+            "metrics": {"prometheusURL": "http://prometheus:9090", "prometheusSelector": selector},
+        },
+    }
+
+
+@pytest.mark.parametrize("selector", VALID_SELECTORS)
+def test_valid_prometheus_selectors_are_accepted(crds: KubeAPIServer, selector: str) -> None:
+    """The CEL rule (RE2) accepts what the Python twin accepts."""
+    doc = _kafka_cluster_with_selector("valid-selector", selector)
+    parse_manifest(doc)
+    crds.kubectl("create", "--dry-run=server", "--validate=strict", "-f", "-", input=json.dumps(doc))
+
+
+@pytest.mark.parametrize("refused", INVALID_SELECTORS)
+def test_invalid_prometheus_selectors_are_refused_with_the_twins_message(crds: KubeAPIServer, refused: Refused) -> None:
+    """The CEL rule (RE2) refuses what the Python twin refuses, with the same message."""
+    doc = _kafka_cluster_with_selector("invalid-selector", refused.selector)
+    result = crds.kubectl(
+        "create", "--dry-run=server", "--validate=strict", "-f", "-", input=json.dumps(doc), check=False
+    )
+    assert result.returncode != 0, "accepted by the API server"
+    assert PROMETHEUS_SELECTOR_INVALID in " ".join(result.stderr.split()), result.stderr
 
 
 COLUMNS = {

@@ -424,9 +424,18 @@ def _operator_series() -> set[str]:
     return out
 
 
-def _exporter_series() -> set[str]:
+def _strimzi_exporter_config() -> dict[str, Any]:
+    """The JMX exporter configuration in deploy/strimzi's ConfigMap (its one data key)."""
+    configmap = yaml.safe_load((ROOT / "deploy/strimzi/kafka-metrics-kquota.yaml").read_text())
+    assert configmap["apiVersion"] == "v1" and configmap["kind"] == "ConfigMap"
+    (text,) = configmap["data"].values()
+    config: dict[str, Any] = yaml.safe_load(text)
+    return config
+
+
+def _exporter_series(rules: dict[str, Any] | None = None) -> set[str]:
     """Series names the JMX exporter rules produce: each $n in a name expanded over its capture's alternatives."""
-    rules = yaml.safe_load((ROOT / "harness/jmx-exporter.yaml").read_text())
+    rules = rules or yaml.safe_load((ROOT / "harness/jmx-exporter.yaml").read_text())
     out: set[str] = set()
     for rule in rules["rules"]:
         groups = re.findall(r"\(([^()]*)\)", rule["pattern"])
@@ -475,6 +484,22 @@ def test_exporter_rules_produce_the_names_the_readers_use() -> None:
     assert set(NAMES.topic_names) <= exported
 
 
+def test_strimzi_rules_produce_the_quota_names_the_readers_use_by_default() -> None:
+    config = _strimzi_exporter_config()
+    # Strimzi's stock rules lower-case names; the quota rules must read the same either way.
+    assert config["lowercaseOutputName"] is True
+    exported = _exporter_series(config)
+    assert exported == set(NAMES.quota_names)
+    for rule in config["rules"]:
+        assert set(rule["labels"]) <= {NAMES.resource_label, NAMES.user_label, NAMES.client_label}, rule
+
+
+def test_strimzi_rules_match_only_the_quota_mbeans() -> None:
+    """They go before Strimzi's generic rules: anything more they matched would leave those rules."""
+    for rule in _strimzi_exporter_config()["rules"]:
+        assert rule["pattern"].startswith("kafka.server<type=(Produce|Fetch|Request|ControllerMutation), "), rule
+
+
 def test_dashboard_references_only_exported_metrics() -> None:
     known = _operator_series() | _exporter_series()
     exprs = _dashboard_exprs()
@@ -486,6 +511,28 @@ def test_dashboard_references_only_exported_metrics() -> None:
     operator_bases = {re.sub(r"_(bucket|sum|count)$", "", n) for n in _operator_series()}
     used_bases = {re.sub(r"_(bucket|sum|count)$", "", n) for n in used if n.startswith("kquota_")}
     assert operator_bases == used_bases
+
+
+def test_every_broker_query_of_the_dashboard_filters_by_cluster() -> None:
+    """One Prometheus may scrape several Kafka clusters: each broker series is kept to the chosen ones."""
+    broker_exprs = [e for e in _dashboard_exprs() if "kafka_server_" in e]
+    assert len(broker_exprs) >= 9, "the broker panels and the user, client and topic variables"
+    for expr in broker_exprs:
+        selectors = re.findall(r"\bkafka_server_[a-z0-9_]+(\{[^}]*\})?", expr)
+        assert selectors, expr
+        for matchers in selectors:
+            assert 'cluster=~"$cluster"' in matchers, expr
+        # Summed or ranked over clusters, two clusters' users of one name would be one line.
+        for grouping in re.findall(r"\bby \(([^)]*)\)", expr):
+            assert "cluster" in [g.strip() for g in grouping.split(",")], expr
+
+
+def test_the_dashboards_cluster_variable_lists_the_kafkaclusters() -> None:
+    doc = json.loads((ROOT / "grafana/kquota-dashboard.json").read_text())
+    variables = {v["name"]: v for v in doc["templating"]["list"]}
+    assert variables["cluster"]["query"]["query"] == "label_values(kquota_reconcile_passes_total, cluster)"
+    # "All" must also match broker series without a cluster label (a Prometheus that adds none).
+    assert variables["cluster"]["includeAll"] and variables["cluster"]["allValue"] == ".*"
 
 
 def test_dashboard_panels_have_unique_ids_and_a_datasource() -> None:

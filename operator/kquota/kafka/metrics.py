@@ -23,8 +23,9 @@ and again once its samples expire; NaN is kept as NaN in the readings (it
 means "no throttle recorded") and never averaged into a rate.
 
 Names and labels follow the exporter rules in harness/jmx-exporter.yaml
-(``kafka_server_quota_<attr>{resource,user,clientId}``); :class:`MetricNames`
-lets an installation with other rules map its names. Label values are as
+(``kafka_server_quota_<attr>{resource,user,clientId}``, the quota rules of
+deploy/strimzi/kafka-metrics-kquota.yaml too); :class:`MetricNames` maps the
+names of other rules (a KafkaCluster's ``spec.metrics.names``). Label values are as
 Kafka puts them in the JMX ObjectName: ``user`` URL-encoded by Kafka's
 Sanitizer, ``clientId`` JMX-quoted when it has characters outside
 ``[A-Za-z0-9_%. -]``; :func:`decode_user` and :func:`decode_client_id` undo that.
@@ -228,7 +229,11 @@ def decode_client_id(raw: str) -> str:
 
 @dataclass(frozen=True)
 class MetricNames:
-    """Metric and label names as the exporter writes them (defaults: harness/jmx-exporter.yaml)."""
+    """Metric and label names as the exporter writes them (defaults: harness/jmx-exporter.yaml).
+
+    A KafkaCluster's ``spec.metrics.names`` (:class:`kquota.api.kafkacluster.ExporterNames`,
+    same defaults) becomes one of these in :func:`kquota.reconcile.build.metric_names`.
+    """
 
     quota_prefix: str = "kafka_server_quota_"
     resource_label: str = "resource"
@@ -661,8 +666,11 @@ class PrometheusSource:
 
     def _matchers(self, *extra: str) -> str:
         parts = [m for m in extra if m]
-        if self.selector:
-            parts.append(self.selector.strip().strip("{}"))
+        # The selector may end with a comma (PromQL allows one before the brace); the instance
+        # matcher may follow it here, so it goes.
+        selector = (self.selector or "").strip().strip("{}").strip().rstrip(",").rstrip()
+        if selector:
+            parts.append(selector)
         if self.instances:
             regex = "|".join(re.escape(i) for i in self.instances)
             parts.append(f"{self.names.instance_label}=~{_promql_string(regex)}")
@@ -717,17 +725,22 @@ def source_for(
     previous: MetricsSource | None = None,
     selector: str | None = None,
     timeout: float | None = None,
+    names: MetricNames | None = None,
 ) -> MetricsSource | None:
     """The source a KafkaCluster's ``spec.metrics`` asks for: Prometheus when set, else the endpoints.
 
-    Returns ``previous`` when it is configured the same, so a ScrapeSource
-    keeps its history across passes. None when no metrics are configured.
+    ``selector`` (spec.metrics.prometheusSelector) applies to Prometheus
+    only; ``names`` (spec.metrics.names) to both. Returns ``previous`` when it
+    is configured the same (its ``config``, which holds both), so a
+    ScrapeSource keeps its history across passes, and a changed name or
+    selector gives a new source. None when no metrics are configured.
     """
     source: MetricsSource
+    names = names or MetricNames()
     if prometheus_url:
-        source = PrometheusSource(prometheus_url, timeout or 10.0, selector=selector)
+        source = PrometheusSource(prometheus_url, timeout or 10.0, names=names, selector=selector)
     elif broker_endpoints:
-        source = ScrapeSource(tuple(broker_endpoints), timeout or 5.0)
+        source = ScrapeSource(tuple(broker_endpoints), timeout or 5.0, names=names)
     else:
         return None
     if previous is not None and previous.config == source.config:

@@ -31,7 +31,7 @@ from pydantic import ValidationError
 
 from kquota.api.clientquota import ClientQuota
 from kquota.api.controllermutationquota import ControllerMutationQuota
-from kquota.api.kafkacluster import KafkaCluster, duration_seconds
+from kquota.api.kafkacluster import ExporterNames, KafkaCluster, duration_seconds
 from kquota.api.topicquota import TopicQuota
 from kquota.domain.desired import desired_entries, topic_budget, topic_clients
 from kquota.domain.plan import Protection, ResourceRef, UnmanagedPolicy
@@ -39,6 +39,7 @@ from kquota.domain.strimzi import StrimziOwnership
 from kquota.domain.tenancy import Grant
 from kquota.k8s.api import Kube, SecretNotFound
 from kquota.kafka.jaas import JaasError, jaas_options
+from kquota.kafka.metrics import MetricNames
 from kquota.kafka.principal import CertificateError, subject_principal
 from kquota.kafka.quotas import ConnectionSettings
 from kquota.reconcile.records import ClusterConfig, MetricsConfig, ResourceRecord
@@ -235,6 +236,8 @@ async def cluster_config(body: Mapping[str, Any], kube: Kube, settings: Operator
             broker_endpoints=tuple(str(u) for u in spec.metrics.broker_endpoints or ()),
             window_seconds=duration_seconds(spec.metrics.window),
             near_limit_percent=spec.metrics.near_limit_percent,
+            prometheus_selector=spec.metrics.prometheus_selector,
+            names=metric_names(spec.metrics.names),
         )
     return ClusterConfig(
         metrics=metrics,
@@ -245,6 +248,24 @@ async def cluster_config(body: Mapping[str, Any], kube: Kube, settings: Operator
         policy=policy,
         principals=frozenset(own),
         callback_honoured=spec.quota_callback.honours_entity_quotas,
+    )
+
+
+def metric_names(names: ExporterNames | None) -> MetricNames:
+    """The readers' names for a KafkaCluster's ``spec.metrics.names`` (absent: the defaults)."""
+    if names is None:
+        return MetricNames()
+    return MetricNames(
+        quota_prefix=names.quota_prefix,
+        resource_label=names.resource_label,
+        user_label=names.user_label,
+        client_label=names.client_id_label,
+        topic_label=names.topic_label,
+        instance_label=names.instance_label,
+        bytes_in_total=names.bytes_in_total,
+        bytes_out_total=names.bytes_out_total,
+        bytes_in_rate=names.bytes_in_rate,
+        bytes_out_rate=names.bytes_out_rate,
     )
 
 

@@ -858,7 +858,13 @@ class ClusterReconciler:
             return
         self._metrics_read_at = now
         m = cfg.metrics
-        self._metrics_src = metrics_source_for(m.prometheus_url, m.broker_endpoints, previous=self._metrics_src)
+        self._metrics_src = metrics_source_for(
+            m.prometheus_url,
+            m.broker_endpoints,
+            previous=self._metrics_src,
+            selector=m.prometheus_selector,
+            names=m.names,
+        )
         if self._metrics_src is None:
             return
         reading = await asyncio.to_thread(read_quota_metrics, self._metrics_src, m.window_seconds)

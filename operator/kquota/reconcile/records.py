@@ -14,6 +14,7 @@ from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.plan import Protection, ResourceRef, UnmanagedPolicy
 from kquota.domain.tenancy import Grant
 from kquota.k8s.api import ObjectRef
+from kquota.kafka.metrics import MetricNames
 from kquota.kafka.quotas import ConnectionSettings
 
 
@@ -42,12 +43,16 @@ class ResourceRecord:
 
 @dataclass(frozen=True, slots=True)
 class MetricsConfig:
-    """Where a cluster's quota metrics are read, over which window."""
+    """Where a cluster's quota metrics are read, over which window, under which names."""
 
     prometheus_url: str | None
     broker_endpoints: tuple[str, ...]
     window_seconds: float
     near_limit_percent: int
+    #: PromQL label matchers added to every Prometheus query (spec.metrics.prometheusSelector).
+    prometheus_selector: str | None = None
+    #: Metric and label names the brokers' exporter writes (spec.metrics.names).
+    names: MetricNames = field(default_factory=MetricNames)
 
 
 @dataclass(frozen=True, slots=True)
