@@ -106,10 +106,17 @@ def reason(stack: Stack, ns: str, name: str) -> str:
     return str(condition(get(stack.kube, "clientquota", ns, name)).get("reason", ""))
 
 
-def strimzi_kafka(stack: Stack, broker: KafkaCluster, listeners: dict[str, str], version: str) -> tuple[str, str]:
+def strimzi_kafka(
+    stack: Stack,
+    broker: KafkaCluster,
+    listeners: dict[str, str],
+    version: str,
+    where: tuple[str, str] | None = None,
+) -> tuple[str, str]:
     """A Kafka as Strimzi writes it (spec, status, cluster CA Secret) whose TLS listeners are ``broker``'s.
 
-    ``listeners`` maps each listener name to its authentication type; returns (namespace, name).
+    ``listeners`` maps each listener name to its authentication type; ``where`` is (namespace, name),
+    else new ones. Returns (namespace, name).
     """
     kube = stack.kube
     kube.kubectl("apply", "-f", str(CRDS))
@@ -118,7 +125,7 @@ def strimzi_kafka(stack: Stack, broker: KafkaCluster, listeners: dict[str, str],
         30,
         "the stand-in Strimzi CRDs served",
     )
-    kns, kafka = stack.new_namespace(), uniq("my-cluster")
+    kns, kafka = where or (stack.new_namespace(), uniq("my-cluster"))
     address = {"scram-sha-512": broker.sasl_ssl_bootstrap, "tls": broker.ssl_bootstrap}
     spec_listeners = [
         {"name": n, "port": 9093 + i, "type": "internal", "tls": True, "authentication": {"type": auth}}

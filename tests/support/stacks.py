@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +19,7 @@ def own_stack(
     tmp_path_factory: pytest.TempPathFactory,
     name: str,
     extra_env: dict[str, str],
+    watch_namespaces: list[str] | None = None,
     **broker_options: Any,
 ) -> Iterator[tuple[KafkaCluster, Stack]]:
     """A fresh broker (``KafkaCluster.start`` options), and an operator (with ``extra_env``) whose default
@@ -25,11 +27,17 @@ def own_stack(
 
     The operator watches only the namespaces its stack creates (``<name>-*``):
     resources other modules left behind must not reach this module's broker.
+    ``watch_namespaces`` names the namespaces to watch instead (for a module
+    whose namespaces are fixed names, such as a doc's walkthrough).
     """
     broker = KafkaCluster.start(tmp_path_factory.mktemp(f"kafka-{name}"), **broker_options)
     try:
+        env = dict(extra_env)
+        if watch_namespaces is not None:
+            env["KQUOTA_WATCH_NAMESPACES"] = json.dumps(watch_namespaces)
+        prefix = None if watch_namespaces is not None else name
         stack = start_stack(
-            kube, broker, tmp_path_factory.mktemp(f"operator-{name}"), extra_env=extra_env, namespace_prefix=name
+            kube, broker, tmp_path_factory.mktemp(f"operator-{name}"), extra_env=env, namespace_prefix=prefix
         )
         try:
             yield broker, stack

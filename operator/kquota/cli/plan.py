@@ -275,7 +275,13 @@ def rows_of(
                 rows.append(Row(Action.OWN, entity, key, value, value, holder, "already set; kquota takes ownership"))
     for entity, values in the_plan.unmanaged.items():
         for key, value in values.items():
-            note = "set outside kquota; left alone" if ledger is not None else "not in the manifests; left alone"
+            owner = strimzi.owner(entity) if strimzi is not None else None
+            if owner is not None:
+                note = "Strimzi's; left alone"
+            elif ledger is not None:
+                note = "set outside kquota; left alone"
+            else:
+                note = "not in the manifests; left alone"
             rows.append(Row(Action.UNMANAGED, entity, key, value, None, None, note))
     for entity in the_plan.protected:
         owner = strimzi.owner(entity) if strimzi is not None else None
