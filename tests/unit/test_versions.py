@@ -1,0 +1,45 @@
+"""One version, kquota.__version__: the package metadata, the chart's appVersion and the image agree.
+
+And confluent-kafka, which the operator never imports, is an extra, not a runtime dependency.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import tomllib
+from pathlib import Path
+
+import yaml
+
+from kquota import __version__
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_package_takes_its_version_from_kquota() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "kquota.__version__"}
+    assert importlib.metadata.version("kquota") == __version__
+
+
+def test_the_chart_deploys_this_version() -> None:
+    chart = yaml.safe_load((ROOT / "helm" / "kquota" / "Chart.yaml").read_text())
+    assert chart["appVersion"] == __version__
+    values = yaml.safe_load((ROOT / "helm" / "kquota" / "values.yaml").read_text())
+    assert values["image"]["tag"] in ("", __version__), "an empty tag means the chart's appVersion"
+
+
+def test_the_image_is_labelled_with_this_version() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    found = re.search(r"^ARG VERSION=(\S+)$", dockerfile, re.M)
+    assert found is not None and found.group(1) == __version__
+
+
+def test_confluent_kafka_is_an_extra_not_a_runtime_dependency() -> None:
+    requires = importlib.metadata.requires("kquota") or []
+    confluent = [r for r in requires if r.startswith("confluent-kafka")]
+    assert confluent and all('extra == "clients"' in r for r in confluent), confluent
+    lock = (ROOT / "requirements.lock").read_text()
+    assert "confluent-kafka" not in lock, "the image installs requirements.lock: no confluent-kafka in it"
