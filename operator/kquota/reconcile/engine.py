@@ -70,8 +70,8 @@ from kquota.domain.observed import (
     observe_topic,
     previous_near_limit,
 )
+from kquota.domain.outcomes import ContestRule, base_outcome, with_contest
 from kquota.domain.plan import (
-    ClaimResolution,
     DesiredEntry,
     Drift,
     EntityChange,
@@ -618,15 +618,20 @@ class ClusterReconciler:
             else cluster_condition(found, cfg.callback_honoured)
         )
         contested = self._contest.active(time.monotonic())
+        contest_rule = ContestRule(self._contest.restores, self._contest.window)
         for rec in claimers:
-            outcome = self._outcome(rec, claims, live_after, problems, retrying)
+            outcome = base_outcome(
+                rec.ref, rec.entries, claims, live_after, problems, retrying, TRANSIENT_RETRY_SECONDS
+            )
             if rec.ref.kind == "ControllerMutationQuota":
                 rate, burst = float(rec.extras.get("rate", 0.0)), rec.extras.get("expectedBurst")
                 outcome = with_burst(outcome, rate, burst, windows)
             elif rec.ref.kind == "TopicQuota":
                 outcome = with_enforcement(outcome, rec.entries, topic_extra.get(rec.ref.uid, {}))
             outcome = with_callback(outcome, (e for e, _ in rec.entries), callbacks, cfg.callback_honoured)
-            outcomes[rec.ref.uid] = self._with_contest(rec, outcome, claims.holders, live_after, contested)
+            outcomes[rec.ref.uid] = with_contest(
+                outcome, rec.ref, rec.entries, claims.holders, live_after, contested, contest_rule
+            )
         report.outcomes = outcomes
         if touched is None:
             # Metrics are read on full passes only: a narrow pass sees too few
@@ -659,55 +664,6 @@ class ClusterReconciler:
                 time.monotonic() - started,
             )
         return report
-
-    def _outcome(
-        self,
-        rec: ResourceRecord,
-        claims: ClaimResolution,
-        live_after: Mapping[Entity, Mapping[QuotaKey, float]],
-        problems: Mapping[Entity, str],
-        retrying: Mapping[Entity, str] | None = None,
-    ) -> Outcome:
-        applied: dict[str, float] = {}
-        all_live = True
-        conflicts = claims.conflicts.get(rec.ref, [])
-        for entity, values in rec.entries:
-            for key in values:
-                if claims.holders.get((entity, key)) != rec.ref:
-                    continue
-                want = claims.desired[entity][key]
-                if live_after.get(entity, {}).get(key) == want:
-                    applied[key.value] = want
-                else:
-                    all_live = False
-        for entity, _ in rec.entries:
-            if retrying and entity in retrying:
-                return Outcome(
-                    Reason.KAFKA_UNAVAILABLE,
-                    f"the brokers could not apply the change to {entity.path()} now ({retrying[entity]}); "
-                    f"retrying in {TRANSIENT_RETRY_SECONDS:g}s",
-                    applied,
-                    False,
-                )
-            if entity in problems:
-                return Outcome(
-                    Reason.REJECTED,
-                    f"the broker rejected the change to {entity.path()}: {problems[entity]}",
-                    applied,
-                    False,
-                )
-        if conflicts:
-            first = conflicts[0]
-            keys = ", ".join(sorted({c.key.value for c in conflicts}))
-            return Outcome(
-                Reason.CONFLICT,
-                f"{keys} on {first.entity.path()} is already set by {first.winner} (the older resource wins)",
-                applied,
-                False,
-            )
-        if all_live:
-            return Outcome(Reason.APPLIED, "quota applied on the brokers", applied, True)
-        return Outcome(Reason.PENDING, "waiting for the brokers to apply the quota", applied, False)
 
     async def _controller_windows(
         self, admin: QuotaAdmin, brokers: list[int], claimers: list[ResourceRecord]
@@ -1067,39 +1023,6 @@ class ClusterReconciler:
             if (change.entity, op.key) not in drift_keys or not self._contest.contested((change.entity, op.key), now)
         )
         return EntityChange(change.entity, ops) if ops else None
-
-    def _with_contest(
-        self,
-        rec: ResourceRecord,
-        outcome: Outcome,
-        holders: Mapping[tuple[Entity, QuotaKey], ResourceRef],
-        live: Mapping[Entity, Mapping[QuotaKey, float]],
-        active: Mapping[tuple[Entity, QuotaKey], float],
-    ) -> Outcome:
-        """Contested (Ready=False) while a key this resource holds is left to another writer (``active``)."""
-        if not active:
-            return outcome
-        mine = [
-            (entity, key)
-            for entity, values in rec.entries
-            for key in values
-            if (entity, key) in active and holders.get((entity, key)) == rec.ref
-        ]
-        if not mine:
-            return outcome
-        parts = []
-        for entity, key in mine:
-            value = live.get(entity, {}).get(key)
-            was = "unset" if value is None else value_text(value)
-            # No countdown in the message: it would rewrite the status on every pass.
-            parts.append(f"{key.value} on {entity.path()} (now {was})")
-        message = (
-            f"another writer keeps changing {', '.join(parts)} back on the brokers: restored "
-            f"{self._contest.restores} times within {self._contest.window:g}s, kquota leaves it as the other writer "
-            "set it and restores it once more after the retry time; stop the other writer (a script, Strimzi's "
-            "User Operator, a second KafkaCluster) or delete this resource"
-        )
-        return dataclasses.replace(outcome, reason=Reason.CONTESTED, message=message, fully_applied=False)
 
     async def _contest_events(
         self,
