@@ -62,3 +62,21 @@ class Params:
                 raise ValueError(f"unknown capacity resource {resource!r}; use {', '.join(RESOURCE_NAMES)}")
             if not (value > 0 and math.isfinite(value)):
                 raise ValueError(f"capacity of {resource} must be a positive number, got {value}")
+
+
+#: Share of the machine's memory a local-mode driver may take (it is the executors too), and its bounds.
+DRIVER_MEMORY_SHARE: Final = 0.5
+DRIVER_MEMORY_MIN_MIB: Final = 1024
+DRIVER_MEMORY_MAX_MIB: Final = 32 * 1024
+
+
+def local_driver_memory(total_bytes: int) -> str:
+    """spark.driver.memory for local mode on a machine with ``total_bytes`` of memory, e.g. ``12288m``.
+
+    In local mode the driver's heap holds the executors' work too: Spark's 1g
+    default runs out of memory on tens of millions of samples. Half the
+    machine (at least 1 GiB, at most 32 GiB) leaves the rest to Python and the
+    page cache; the JVM takes heap only as it needs it.
+    """
+    mib = int(total_bytes * DRIVER_MEMORY_SHARE) // (1024 * 1024)
+    return f"{max(DRIVER_MEMORY_MIN_MIB, min(DRIVER_MEMORY_MAX_MIB, mib))}m"

@@ -30,7 +30,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
 from kquota.advisor import extract, load, schema, transform
-from kquota.advisor.params import Format, Params, ReportFormat, SkewPolicy
+from kquota.advisor.params import Format, Params, ReportFormat, SkewPolicy, local_driver_memory
 
 #: Largest number of per-entity rows put into the JSON and HTML reports (all of them go to Parquet).
 MAX_REPORT_ENTITIES: Final = 10_000
@@ -64,6 +64,14 @@ class AdviseResult:
 # --- Spark session and progress ------------------------------------------------------
 
 
+def _total_memory() -> int:
+    """This machine's memory in bytes (1 GiB when the system will not say)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 1 << 30
+
+
 def spark_session(
     master: str | None = None, app_name: str = "kquota-advise", conf: Mapping[str, str] | None = None
 ) -> SparkSession:
@@ -71,6 +79,8 @@ def spark_session(
 
     ``master`` None means ``local[*]``, except under spark-submit (which starts the JVM first and says
     so in ``PYSPARK_GATEWAY_PORT``), where the master and resources given to spark-submit apply.
+    In local mode the driver's memory is half the machine's (see ``local_driver_memory``) unless
+    ``spark.driver.memory`` or ``SPARK_DRIVER_MEMORY`` says otherwise.
     """
     active = SparkSession.getActiveSession()
     if active is not None:
@@ -89,6 +99,9 @@ def spark_session(
         # A laptop's few cores want few shuffle partitions; a cluster keeps Spark's default.
         **({"spark.sql.shuffle.partitions": "8"} if local else {}),
     }
+    if local and "spark.driver.memory" not in (conf or {}) and not os.environ.get("SPARK_DRIVER_MEMORY"):
+        # Local mode's one JVM is driver and executors: size it from the machine, not Spark's 1g.
+        settings["spark.driver.memory"] = local_driver_memory(_total_memory())
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
