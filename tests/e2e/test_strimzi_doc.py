@@ -152,6 +152,7 @@ def test_the_strimzi_page_walks_through(own: tuple[KafkaCluster, Stack], tmp_pat
     assert re.search(
         r"producer_byte_rate\s+1Mi\s+2\s+users/alice/clients/<default>\s+ClientQuota team-a/alice", explain
     ), explain
+    assert "users/alice=1Mi (level 3, Strimzi)" in explain, "the KafkaUser's quota it overrides is named Strimzi's"
     assert throttled and all(throttled), (
         f"alice was unthrottled in {throttled.count(False)} of {len(throttled)} samples"
     )

@@ -144,3 +144,12 @@ def test_a_resource_for_a_strimzi_user_is_refused_and_its_entity_never_touched()
     live = {Entity.for_user("app"): {P: 1.0}, Entity.for_user(None): {C: 2.0}, Entity.for_user("kq-x"): {P: 3.0}}
     p = plan({}, live, {}, UnmanagedPolicy.ADOPT, protection)
     assert [c.entity for c in p.changes] == [Entity.for_user("kq-x")]
+
+
+def test_explain_names_strimzi_as_the_owner_of_its_entities() -> None:
+    from kquota.domain.explain import Ownership, owner_of
+
+    owned = ownership(kafka(), [kafka_user("app")])
+    who = owner_of(Entity.for_user("app"), P, 1.0, {}, {}, {}, owned)
+    assert (who.state, who.label()) == (Ownership.STRIMZI, "Strimzi")
+    assert owner_of(Entity.for_pair("app", "c"), P, 1.0, {}, {}, {}, owned).state is Ownership.UNMANAGED

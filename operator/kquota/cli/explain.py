@@ -153,7 +153,8 @@ def explain_entries(
     quotas: Quotas = values if live else {e: dict(v) for e, v in claims.desired.items()}
 
     def owner(entity: Entity, key: QuotaKey, value: float) -> Owner:
-        return owner_of(entity, key, value if live else None, claims.holders, claims.desired, ledger)
+        strimzi = protection.strimzi if protection is not None else None
+        return owner_of(entity, key, value if live else None, claims.holders, claims.desired, ledger, strimzi)
 
     return explain(quotas, connection, owner), notes
 

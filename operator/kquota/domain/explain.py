@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from kquota.domain.entities import CLIENT_KEYS, IP_KEYS, Entity, QuotaKey
 from kquota.domain.plan import ResourceRef
 from kquota.domain.resolver import IP_LEVEL_NAMES, LEVEL_NAMES, Connection, resolve
+from kquota.domain.strimzi import StrimziOwnership
 
 Quotas = Mapping[Entity, Mapping[QuotaKey, float]]
 
@@ -34,6 +35,8 @@ class Ownership(enum.StrEnum):
     ORPHANED = "orphaned"
     UNMANAGED = "unmanaged"
     UNKNOWN = "unknown"
+    #: Strimzi manages the entity (a KafkaCluster connected through a Strimzi Kafka).
+    STRIMZI = "strimzi"
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +58,8 @@ class Owner:
             return "kquota, no resource (to be removed)"
         if self.state is Ownership.UNMANAGED:
             return "unmanaged"
+        if self.state is Ownership.STRIMZI:
+            return "Strimzi"
         return "unknown owner"
 
 
@@ -78,6 +83,7 @@ def owner_of(
     holders: Mapping[tuple[Entity, QuotaKey], ResourceRef],
     desired: Quotas,
     ledger: Quotas | None,
+    strimzi: StrimziOwnership | None = None,
 ) -> Owner:
     """Who set ``key`` on ``entity``.
 
@@ -86,6 +92,8 @@ def owner_of(
     from :func:`kquota.domain.plan.resolve_claims`; ``ledger`` is None when it
     could not be read.
     """
+    if strimzi is not None and strimzi.owner(entity) is not None:
+        return Owner(Ownership.STRIMZI)
     holder = holders.get((entity, key))
     if holder is not None:
         want = desired.get(entity, {}).get(key)
