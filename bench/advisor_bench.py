@@ -39,11 +39,14 @@ import contextlib
 import datetime as dt
 import gc
 import json
+import math
 import os
 import platform
 import sys
 import time
+from fractions import Fraction
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -122,8 +125,8 @@ def run_spark(spark: Any, n: int, entities: int, brokers: int, full: bool) -> li
     if full:
         samples, _ = schema.validate_clients(samples, now=dt.datetime.now(dt.UTC), skew="ignore")
     usage = transform.usage_long(samples)
-    stats = transform.entity_stats(usage, params.accuracy)
-    flagged = transform.flag_outliers(stats, params.outlier_iqr_k, params.outlier_top_k, params.min_population)
+    stats = transform.entity_stats(usage)
+    flagged = transform.flag_outliers(stats, params.outlier_alpha, params.outlier_top_k, params.min_population)
     flagged = flagged.persist()
     recs = transform.recommend(flagged, params)
     rows = [
@@ -141,7 +144,9 @@ def run_spark(spark: Any, n: int, entities: int, brokers: int, full: bool) -> li
 
 
 def nearest_rank(sorted_values: np.ndarray, starts: np.ndarray, counts: np.ndarray, p: float) -> np.ndarray:
-    k = np.ceil(p * counts).astype(np.int64)
+    # ceil(p x n) in integers: p as an exact fraction, so 0.07 x 100 is 7, not 8 as in floating point.
+    f = Fraction(str(p))
+    k = (f.numerator * counts + f.denominator - 1) // f.denominator
     return sorted_values[starts + np.maximum(k, 1) - 1]
 
 
@@ -158,11 +163,13 @@ def run_baseline(n: int, entities: int) -> list[dict[str, Any]]:
         maxima = sv[starts + counts - 1]
         means = np.bincount(entity, weights=values, minlength=entities) / counts
         share = np.bincount(entity, weights=thr, minlength=entities) / counts if thr is not None else None
-        # Same outlier rule as the advisor: Tukey fence on nearest-rank quartiles, top 10.
-        ps = np.sort(p99)
-        q1 = ps[int(np.ceil(0.25 * entities)) - 1]
-        q3 = ps[int(np.ceil(0.75 * entities)) - 1]
-        fence = q3 + 1.5 * (q3 - q1)
+        # Same outlier rule as the advisor: log-space fence median x exp(z x sigma), nearest-rank
+        # quartiles of the active p99s, P(Z > z) = alpha / active, top 10.
+        ps = np.sort(p99[p99 > 0])
+        active = len(ps)
+        q1, med, q3 = (ps[max(1, math.ceil(Fraction(q) * active)) - 1] for q in ("0.25", "0.5", "0.75"))
+        sigma = (math.log(q3) - math.log(q1)) / transform.NORMAL_IQR
+        fence = med * math.exp(NormalDist().inv_cdf(1 - Params().outlier_alpha / active) * sigma)
         rank = np.empty(entities, dtype=np.int64)
         rank[np.argsort(-p99, kind="stable")] = np.arange(1, entities + 1)
         outlier = (p99 > fence) & (rank <= 10) & (p99 > 0)
@@ -185,7 +192,7 @@ def run_baseline(n: int, entities: int) -> list[dict[str, Any]]:
 
 
 def compare(spark_rows: list[dict[str, Any]], base_rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Largest relative difference per statistic (percentile_approx is exact below `accuracy` samples)."""
+    """Largest relative difference per statistic (0 expected: both are exact nearest-rank)."""
     base = {(r["user"], r["resource"]): r for r in base_rows}
     worst: dict[str, float] = {}
     outliers_agree = True

@@ -125,7 +125,14 @@ def test_advise_writes_valid_manifests_and_reports(
     }
     report = json.loads((out / "report.json").read_text())
     assert report["validation"]["clients"]["rows_valid"] == 200
-    assert {c["status"] for c in report["capacity"]} == {"oversubscribed", "ok"}
+    # Fetch quotas add up to 21.95Mi on each broker (4 x 500Ki + 20Mi), above 20Mi; produce to 16.56Mi. No
+    # broker's own traffic comes near 20Mi, so none is over capacity and the summary says so.
+    status = {(c["broker"], c["resource"]): c["status"] for c in report["capacity"]}
+    assert status == {
+        (b, r): "oversubscribed" if r == "fetch" else "ok" for b in ("1", "2") for r in ("produce", "fetch")
+    }
+    assert "capacity: no broker over capacity" in summary
+    assert "quotas add up to more than the capacity on 2 of 4" in summary
     html = (out / "report.html").read_text()
     assert html.count("data:image/png;base64,") >= 5
     assert "CN=etl,OU=data" in html
@@ -147,6 +154,17 @@ def test_advise_rejects_bad_parameters_before_starting_spark(
     assert "default percentile" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         run(["advise", "--input", "x.csv", "--broker-capacity", "lots"])
+
+
+@pytest.mark.parametrize(
+    ("flag", "says"), [("--accuracy", "percentiles are now exact"), ("--outlier-iqr", "--outlier-alpha")]
+)
+def test_a_flag_removed_in_0_2_0_is_refused_with_what_replaced_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, says: str
+) -> None:
+    assert run(["advise", "--input", "x.csv", "--out", str(tmp_path / "o"), flag, "3"]) == 2
+    err = capsys.readouterr().err
+    assert f"{flag} was removed in 0.2.0" in err and says in err
 
 
 def test_advise_is_reproducible_for_a_fixed_now(spark: Any, tmp_path: Path) -> None:

@@ -5,8 +5,12 @@ Percentiles are nearest-rank: for n sorted values the p-th is the value at rank 
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+from statistics import NormalDist
 from typing import Any
 
+import numpy as np
 import pytest
 from pyspark.sql import functions as sf
 from pyspark.testing import assertDataFrameEqual, assertSchemaEqual
@@ -68,6 +72,42 @@ def test_each_resource_and_entity_kind_is_its_own_row_and_missing_values_are_lef
     assertDataFrameEqual(stats_of(spark, rows), expected)
 
 
+def test_percentiles_are_exact_for_thousands_of_samples_whatever_the_partitioning(spark: Any) -> None:
+    # 3,000-6,000 samples per entity, where Spark's percentile_approx at accuracy 10,000 was one rank off
+    # for a third of the values. The oracle sorts each entity's values with numpy.
+    rng = np.random.default_rng(3)
+    rows: list[tuple[Any, ...]] = []
+    values: dict[str, np.ndarray] = {}
+    for e in range(8):
+        n = int(rng.integers(3000, 6000))
+        v = np.round(np.exp(rng.normal(10.0, 1.0, n)), 3)
+        values[f"u{e}"] = np.sort(v)
+        rows += [(f"u{e}", str(i % 3), float(x)) for i, x in enumerate(v)]
+    usage = spark.createDataFrame(rows, "user string, broker string, value double").select(
+        sf.lit("user").alias("kind"),
+        "user",
+        sf.lit(None).cast("string").alias("client_id"),
+        sf.lit("produce").alias("resource"),
+        "broker",
+        "value",
+        sf.lit(None).cast("double").alias("throttle_ms"),
+    )
+    results = []
+    for partitions, shuffle in ((1, "1"), (5, "7")):
+        spark.conf.set("spark.sql.shuffle.partitions", shuffle)
+        try:
+            stats = transform.entity_stats(usage.repartition(partitions))
+            results.append(sorted(tuple(r) for r in stats.collect()))
+        finally:
+            spark.conf.set("spark.sql.shuffle.partitions", "4")
+    assert results[0] == results[1], "the statistics depend on the partitioning"
+    for row in transform.entity_stats(usage).collect():
+        v = values[row["user"]]
+        for name, p in (("p50", "0.5"), ("p95", "0.95"), ("p99", "0.99")):
+            assert row[name] == v[math.ceil(Fraction(p) * len(v)) - 1], (row["user"], name)
+        assert (row["samples"], row["max"]) == (len(v), v[-1])
+
+
 def flagged_of(spark: Any, p99s: dict[str, float], **kwargs: Any) -> Any:
     stats = spark.createDataFrame(
         [("user", u, None, "produce", p, 0.0) for u, p in p99s.items()],
@@ -80,18 +120,79 @@ def outliers(df: Any) -> Any:
     return df.filter("outlier").select("user")
 
 
-def test_an_entity_above_the_tukey_fence_is_an_outlier(spark: Any) -> None:
-    # p99s 99, 198, 297, 990: Q1 = rank 1 = 99, Q3 = rank 3 = 297, fence = 297 + 1.5 x 198 = 594.
-    flagged = flagged_of(spark, {"alice": 99.0, "carol": 198.0, "dave": 297.0, "bob": 990.0})
+def exact_fence(p99s: list[float], alpha: float = 0.05) -> float:
+    """The fence by its definition, with Python's exact inverse normal: the oracle for flag_outliers."""
+    active = sorted(v for v in p99s if v > 0)
+    n = len(active)
+
+    def rank(q: float) -> float:
+        return active[max(1, math.ceil(Fraction(str(q)) * n)) - 1]
+
+    sigma = (math.log(rank(0.75)) - math.log(rank(0.25))) / transform.NORMAL_IQR
+    z = NormalDist().inv_cdf(1 - alpha / n)
+    return rank(0.5) * math.exp(z * sigma)
+
+
+def test_an_entity_above_the_log_space_fence_is_an_outlier(spark: Any) -> None:
+    # Eight active p99s: Q1 = rank 2 = 100, median = rank 4 = 200, Q3 = rank 6 = 400;
+    # sigma = ln 4 / 1.349, z = 2.50 (P(Z > z) = 0.05 / 8): fence = 200 x e^2.57 = about 2,600.
+    p99s = {"a": 100.0, "b": 100.0, "c": 100.0, "d": 200.0, "e": 200.0, "f": 400.0, "g": 400.0, "bob": 100_000.0}
+    flagged = flagged_of(spark, p99s | {"idle": 0.0})
     assertDataFrameEqual(outliers(flagged), spark.createDataFrame([("bob",)], "user string"))
-    fence = flagged.select("q1", "q3", "fence", "population").distinct()
-    assertDataFrameEqual(
-        fence, spark.createDataFrame([(99.0, 297.0, 594.0, 4)], "q1 double, q3 double, fence double, population long")
+    row = flagged.select("q1", "median", "q3", "fence", "population", "active").distinct().collect()
+    assert len(row) == 1
+    assert (row[0]["q1"], row[0]["median"], row[0]["q3"]) == (100.0, 200.0, 400.0)
+    assert (row[0]["population"], row[0]["active"]) == (9, 8)
+    assert row[0]["fence"] == pytest.approx(exact_fence(list(p99s.values())), rel=2e-3)
+    assert 2_500 < row[0]["fence"] < 2_700
+
+
+@pytest.mark.parametrize("tail", [0.5, 0.1, 0.05, 0.01, 1e-3, 1e-4, 2.5e-5, 1e-6, 1e-8])
+def test_the_fence_quantile_is_the_normal_distributions_within_its_stated_error(spark: Any, tail: float) -> None:
+    got = spark.range(1).select(transform.normal_quantile_upper(sf.lit(tail)).alias("z")).first()
+    assert got is not None
+    assert abs(got["z"] - NormalDist().inv_cdf(1 - tail)) < 4.5e-4
+
+
+def lognormal_p99s(rng: np.random.Generator, n: int, sigma: float = 1.0) -> list[float]:
+    return [float(v) for v in 10_000.0 * np.exp(rng.normal(0.0, sigma, n))]
+
+
+def test_a_lognormal_population_without_outliers_rarely_gets_one(spark: Any) -> None:
+    # 20 populations of 2,000 lognormal p99s, no planted outliers. The fence is built so that a
+    # population gets any outlier with probability about alpha = 0.05: about 1 of 20. A Tukey fence
+    # in linear units flags 4-9% of every such population (80-180 entities each).
+    rng = np.random.default_rng(7)
+    rows = [
+        (f"k{k}", f"u{i}", None, "produce", v, 0.0)
+        for k in range(20)
+        for i, v in enumerate(lognormal_p99s(rng, 2000, sigma=0.5 + k / 10))
+    ]
+    stats = spark.createDataFrame(
+        rows, "kind string, user string, client_id string, resource string, p99 double, throttled_share double"
     )
+    flagged = transform.flag_outliers(stats, top_k=2000)
+    counts = flagged.groupBy("kind").agg(sf.sum(sf.col("outlier").cast("int")).alias("n")).collect()
+    per_population = {r["kind"]: r["n"] for r in counts}
+    assert len(per_population) == 20
+    assert sum(1 for n in per_population.values() if n > 0) <= 3, per_population
+    assert sum(per_population.values()) <= 5, per_population
+
+
+def test_planted_heavy_hitters_are_the_outliers_exactly(spark: Any) -> None:
+    rng = np.random.default_rng(11)
+    regular = {f"u{i}": v for i, v in enumerate(lognormal_p99s(rng, 2000))}
+    heavy = {f"heavy{i}": 10_000.0 * 500 * (1 + i / 10) for i in range(10)}
+    flagged = flagged_of(spark, regular | heavy)
+    assert {r["user"] for r in outliers(flagged).collect()} == set(heavy)
+    row = flagged.select("fence").first()
+    assert row is not None
+    assert row["fence"] == pytest.approx(exact_fence(list((regular | heavy).values())), rel=2e-3)
 
 
 def test_at_most_top_k_outliers_are_flagged_largest_first(spark: Any) -> None:
-    # Nine entities at 10 and three far above: IQR 0, fence 10, all three above it; top_k=2 keeps the two largest.
+    # Nine entities at 10 and three far above: Q1 = median = Q3 = 10, sigma 0, fence 10: all three are
+    # above it; top_k=2 keeps the two largest.
     p99s = {f"u{i}": 10.0 for i in range(9)} | {"x1000": 1000.0, "x2000": 2000.0, "x3000": 3000.0}
     flagged = flagged_of(spark, p99s, top_k=2)
     assertDataFrameEqual(outliers(flagged), spark.createDataFrame([("x3000",), ("x2000",)], "user string"))
@@ -223,6 +324,32 @@ def test_capacity_sums_effective_quotas_of_the_entities_seen_on_each_broker(spar
         "observed_peak double, observed_p99 double, peak_utilisation double, status string",
     )
     assertDataFrameEqual(capacity, expected)
+
+
+def test_an_override_that_rounds_to_the_default_is_left_out(spark: Any) -> None:
+    # Nine at 10Ki and one at 10.2Ki: sigma 0, so 10.2Ki is above the fence, but its need
+    # (12.24Ki -> 12.5Ki) is the default itself (10Ki x 1.2 = 12Ki -> 12.5Ki): no override.
+    p99s = {f"u{i}": 10.0 * KI for i in range(9)} | {"edge": 10.2 * KI}
+    flagged = flagged_of(spark, p99s)
+    assert [r["user"] for r in outliers(flagged).collect()] == ["edge"]
+    recs = transform.recommend(flagged, Params(headroom=0.2))
+    assert [(r["is_default"], r["quota"]) for r in recs.collect()] == [(True, 12.5 * KI)]
+
+
+def test_only_the_broker_its_own_traffic_overloads_is_over_capacity(spark: Any) -> None:
+    # Three brokers whose quotas all add up to more than the 1Mi capacity; only broker 2's traffic is above it.
+    rows: list[dict[str, Any]] = []
+    for b in ("0", "1", "2"):
+        for i in range(6):
+            rows += series(f"c{b}{i}", [100.0 * KI] * 10, broker=b)
+    rows += series("heavy", [2.0 * MI] * 10, broker="2")
+    usage = transform.usage_long(clients(spark, rows))
+    recs = spark.createDataFrame(
+        [("user", None, None, "produce", True, 256.0 * KI, 0.0, 1, "default", None, False)], RECS_SCHEMA
+    )
+    capacity = transform.capacity_check(usage, recs, {"produce": 1.0 * MI})
+    status = {r["broker"]: r["status"] for r in capacity.collect()}
+    assert status == {"0": "oversubscribed", "1": "oversubscribed", "2": "over-capacity"}
 
 
 def test_capacity_without_a_configured_capacity_is_unknown(spark: Any) -> None:

@@ -13,10 +13,16 @@ import argparse
 import datetime as dt
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from kquota.advisor.params import FORMATS, LEVELS, SKEW_POLICIES, Params
 from kquota.api.quantity import QuantityError, byte_rate
+
+#: Flags of 0.1.0 that no longer exist, and what to do instead.
+REMOVED_FLAGS: Final = {
+    "--outlier-iqr": "the outlier fence is now in log space: use --outlier-alpha (see docs/advisor.md)",
+    "--accuracy": "percentiles are now exact; drop --accuracy",
+}
 
 _DEFAULTS = Params()
 
@@ -109,11 +115,15 @@ def add_subcommands(subparsers: Any) -> None:
         "the largest); entities above the default get overrides",
     )
     method.add_argument(
-        "--outlier-iqr",
+        "--outlier-alpha",
         type=float,
-        default=_DEFAULTS.outlier_iqr_k,
-        help="outlier fence Q3 + K x IQR of the p99s (default K = %(default)s)",
+        default=_DEFAULTS.outlier_alpha,
+        help="chance that a population with no outliers gets one anyway; the fence is median x exp(z x sigma) "
+        "of the p99s in log space with P(Z > z) = alpha / population (default %(default)s)",
     )
+    # Removed in 0.2.0; kept so a script that passes them gets a message naming what replaced them.
+    for removed in REMOVED_FLAGS:
+        method.add_argument(removed, dest=f"removed_{removed.strip('-').replace('-', '_')}", help=argparse.SUPPRESS)
     method.add_argument(
         "--outlier-top-k",
         type=int,
@@ -132,12 +142,6 @@ def add_subcommands(subparsers: Any) -> None:
         default=_DEFAULTS.level,
         help="recommend per bucket as measured, or merge (user, client-id) buckets into users "
         "or client-ids first (default %(default)s)",
-    )
-    method.add_argument(
-        "--accuracy",
-        type=int,
-        default=_DEFAULTS.accuracy,
-        help="percentile_approx accuracy: rank error <= samples/accuracy (default %(default)s)",
     )
     method.add_argument(
         "--min-byte-rate",
@@ -233,6 +237,10 @@ def add_subcommands(subparsers: Any) -> None:
 
 
 def run_advise(args: argparse.Namespace) -> int:
+    for flag, instead in REMOVED_FLAGS.items():
+        if getattr(args, f"removed_{flag.strip('-').replace('-', '_')}", None) is not None:
+            print(f"kquota advise: {flag} was removed in 0.2.0: {instead}", file=sys.stderr)
+            return 2
     # Spark is imported only now, so `kquota --help` and the other subcommands work without it.
     try:
         from kquota.advisor.pipeline import AdviseOptions, advise, spark_session  # noqa: PLC0415
@@ -252,10 +260,9 @@ def run_advise(args: argparse.Namespace) -> int:
     params = Params(
         headroom=args.headroom,
         default_percentile=args.default_percentile,
-        outlier_iqr_k=args.outlier_iqr,
+        outlier_alpha=args.outlier_alpha,
         outlier_top_k=args.outlier_top_k,
         min_population=args.outlier_min_population,
-        accuracy=args.accuracy,
         min_byte_rate=float(args.min_byte_rate),
         level=args.level,
         capacity=capacity,

@@ -27,10 +27,10 @@ class Params:
 
     headroom: float = 0.2
     default_percentile: float = 1.0
-    outlier_iqr_k: float = 1.5
+    #: Chance that a population without outliers gets one anyway (the fence's Bonferroni bound).
+    outlier_alpha: float = 0.05
     outlier_top_k: int = 10
     min_population: int = 3
-    accuracy: int = 10_000
     min_byte_rate: float = 1024.0
     min_request_percentage: float = 1.0
     capped_share: float = 0.01
@@ -45,14 +45,12 @@ class Params:
             raise ValueError(f"headroom must be between 0 and 100 (a fraction: 0.2 is 20%), got {self.headroom}")
         if not (0 < self.default_percentile <= 1):
             raise ValueError(f"default percentile must be in (0, 1], got {self.default_percentile}")
-        if self.outlier_iqr_k < 0:
-            raise ValueError(f"outlier IQR factor must be >= 0, got {self.outlier_iqr_k}")
+        if not (0 < self.outlier_alpha <= 0.5):
+            raise ValueError(f"outlier alpha must be in (0, 0.5], got {self.outlier_alpha}")
         if self.outlier_top_k < 0:
             raise ValueError(f"outlier top-k must be >= 0, got {self.outlier_top_k}")
         if self.min_population < 2:
             raise ValueError(f"min population must be at least 2, got {self.min_population}")
-        if not (1 <= self.accuracy <= 10_000_000):
-            raise ValueError(f"percentile accuracy must be between 1 and 10000000, got {self.accuracy}")
         if self.min_byte_rate < 1 or self.min_request_percentage <= 0:
             raise ValueError("minimum quotas must be positive (Kafka rejects quotas <= 0)")
         if self.topic_bucket_seconds < 1:

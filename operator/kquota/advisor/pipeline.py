@@ -233,6 +233,39 @@ def _effective(recs: list[dict[str, Any]]) -> dict[tuple[Any, ...], float]:
     return out
 
 
+def _capacity_lines(capacity: list[dict[str, Any]]) -> list[str]:
+    """Brokers overloaded by their own traffic first, by name; quotas that merely add up to more, in one line."""
+
+    known = [c for c in capacity if c["status"] != "unknown"]
+    if not known:
+        return ["capacity: not checked (pass --broker-capacity)"]
+
+    def qty(c: Mapping[str, Any], key: str) -> str:
+        return load.human_value(c["resource"], c[key])
+
+    lines = [
+        f"capacity: broker {c['broker']} {c['resource']} OVER CAPACITY: its traffic's p99 "
+        f"{qty(c, 'observed_p99')} (peak {qty(c, 'observed_peak')}) is above its capacity {qty(c, 'capacity')}"
+        for c in known
+        if c["status"] == "over-capacity"
+    ]
+    if not lines:
+        worst = max(known, key=lambda c: c["peak_utilisation"] or 0)
+        lines.append(
+            f"capacity: no broker over capacity (busiest: broker {worst['broker']} {worst['resource']}, "
+            f"p99 {qty(worst, 'observed_p99')} of {qty(worst, 'capacity')})"
+        )
+    committed_over = [c for c in known if (c["oversubscription"] or 0) > 1]
+    if committed_over:
+        top = max(committed_over, key=lambda c: c["oversubscription"] or 0)
+        lines.append(
+            f"  quotas add up to more than the capacity on {len(committed_over)} of {len(known)} broker/resource "
+            f"pair(s) (up to {top['oversubscription']:.2f}x on broker {top['broker']} {top['resource']}): "
+            "they could overload a broker only if those clients peaked together"
+        )
+    return lines
+
+
 def summarise(report: Mapping[str, Any]) -> str:
     """A few lines a person reads at the end of a run: what was recommended and why."""
     v = report["validation"]["clients"]
@@ -266,23 +299,7 @@ def summarise(report: Mapping[str, Any]) -> str:
         )
     if len(overrides) > 15:
         lines.append(f"  ... and {len(overrides) - 15} more overrides (see the report)")
-    over = [c for c in report["capacity"] if c["status"] == "oversubscribed"]
-    known = [c for c in report["capacity"] if c["status"] != "unknown"]
-    if over:
-        for c in over:
-            lines.append(
-                f"capacity: broker {c['broker']} {c['resource']} oversubscribed {c['oversubscription']:.2f}x "
-                f"(quotas {load.human_value(c['resource'], c['committed'])} vs capacity "
-                f"{load.human_value(c['resource'], c['capacity'])})"
-            )
-    elif known:
-        worst = max(known, key=lambda c: c["oversubscription"] or 0)
-        lines.append(
-            f"capacity: no broker oversubscribed (highest: broker {worst['broker']} {worst['resource']} "
-            f"{worst['oversubscription']:.2f}x of capacity)"
-        )
-    else:
-        lines.append("capacity: not checked (pass --broker-capacity)")
+    lines += _capacity_lines(report["capacity"])
     if report.get("topics"):
         lines.append(f"topics: {len(report['topics'])} TopicQuota budget(s) suggested (enforcement Monitor)")
     return "\n".join(lines)
@@ -313,9 +330,9 @@ def advise(spark: SparkSession, options: AdviseOptions, echo: Callable[[str], No
         with _persisted(transform.regroup(clients, params.level)) as samples:
             usage = transform.usage_long(samples)
             progress.step("computing per-entity statistics and outliers")
-            stats = transform.entity_stats(usage, params.accuracy)
+            stats = transform.entity_stats(usage)
             flagged_df = transform.flag_outliers(
-                stats, params.outlier_iqr_k, params.outlier_top_k, params.min_population, params.accuracy
+                stats, params.outlier_alpha, params.outlier_top_k, params.min_population
             ).persist()
             flagged = _rows(flagged_df)
             if not flagged:
@@ -324,7 +341,7 @@ def advise(spark: SparkSession, options: AdviseOptions, echo: Callable[[str], No
             recs_df = transform.recommend(flagged_df, params).persist()
             recs = _rows(recs_df)
             progress.step("checking broker capacity")
-            capacity_df = transform.capacity_check(usage, recs_df, params.capacity, params.accuracy)
+            capacity_df = transform.capacity_check(usage, recs_df, params.capacity)
             capacity = _rows(capacity_df)
             topic_rows: list[dict[str, Any]] = []
             topic_broker_rows: list[dict[str, Any]] = []
