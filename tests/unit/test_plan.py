@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kquota.domain.entities import Entity, QuotaKey
-from kquota.domain.ledger import decode_shard, encode_shard, shard_of, split
+from kquota.domain.ledger import LedgerFromNewerOperator, decode_shard, encode_shard, shard_of, split
 from kquota.domain.plan import (
     DesiredEntry,
     Protection,
@@ -162,5 +162,6 @@ class TestLedgerFormat:
         assert len([s for s in parts.values() if s]) == 16
 
     def test_unknown_format_is_refused(self) -> None:
-        with pytest.raises(ValueError, match="unsupported ledger format"):
+        # More in test_ledger_versions.py: a newer format is refused, never guessed at.
+        with pytest.raises(LedgerFromNewerOperator, match="format version 99"):
             decode_shard('{"version": 99, "entries": []}')

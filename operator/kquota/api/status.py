@@ -138,7 +138,9 @@ _CONDITIONS_DOC: Final = (
     "condition names the class; IP connection rates are not affected); OwnedByStrimzi (the KafkaCluster "
     "connects through a Strimzi Kafka and Strimzi manages this entity: its User Operator (a KafkaUser's user, or "
     "any user not matching STRIMZI_IGNORED_USERS_PATTERN) or its Cluster Operator (users/<default>); kquota sets "
-    "and removes nothing on it); ClusterNotReady (the KafkaCluster's "
+    "and removes nothing on it); LedgerFromNewerOperator (the KafkaCluster's ownership ledger is in a format a "
+    "newer kquota wrote: nothing is set or removed and deletions wait until the operator is upgraded again or the "
+    "ledger is restored); ClusterNotReady (the KafkaCluster's "
     "spec is unusable or "
     "a Secret it names is unreadable); TopicNotFound; UnsupportedByBroker."
 )
@@ -226,7 +228,10 @@ class KafkaClusterStatus(StatusModel):
         "Stalled=True with reason RemovalsHeld, and DeletionGuard=True whose message gives the count, "
         "some of the keys and the id to approve with the annotation kquota.io/approve-removals. "
         "Ready=False, Stalled=True with reason DuplicateCluster when an older KafkaCluster already "
-        "manages the same Kafka cluster (same clusterId): nothing is read or changed through this one.",
+        "manages the same Kafka cluster (same clusterId): nothing is read or changed through this one. "
+        "Ready=False, Stalled=True with reason LedgerFromNewerOperator when its ownership ledger is in a format "
+        "a newer kquota wrote (a downgrade): nothing is changed on the brokers until the operator is upgraded "
+        "again or the ledger ConfigMaps are restored from before the upgrade.",
         json_schema_extra=_CONDITIONS_EXTRA,
     )
     brokers: int | None = Field(None, ge=0, description="Number of brokers in the cluster.")

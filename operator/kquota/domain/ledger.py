@@ -13,6 +13,19 @@ API server's 1 MiB object limit (a thousand or so user/client-id pairs with
 Entity names are stored as JSON strings with ``null`` for the default entity,
 so any name Kafka accepts (unicode, commas, ``<default>`` itself) round-trips
 exactly.
+
+Format versions. Every shard carries ``"version"``; version 1 is what kquota
+0.1.0 wrote (``tests/data/ledger-0.1.0/`` keeps such a ledger, made by that
+code, and a test reads it). :func:`decode_shard` reads a shard of this
+version, brings an older known version up to date through :func:`migrate`, and
+refuses a shard of a *newer* version with :class:`LedgerFromNewerOperator`: an
+older operator cannot know what a newer format means, so it must not guess
+(a wrong guess would un-throttle clients or forget ownership). Anything else
+is :class:`LedgerMalformed`.
+
+A future version N adds one pure step to ``MIGRATIONS`` (``N - 1`` -> ``N``)
+and raises ``FORMAT_VERSION`` to N; an operator then reads every format since
+``OLDEST_VERSION``, and writes only its own.
 """
 
 from __future__ import annotations
@@ -20,7 +33,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kquota.domain.entities import Entity, QuotaKey
@@ -33,11 +46,46 @@ MAX_SHARDS = 1024
 #: request carrying it is JSON with non-ASCII escaped (a 4-byte character becomes 12),
 #: at most 3x this, which stays under the API server's 3 MiB request body limit.
 SHARD_BYTES = 1_000_000
+#: The format this code writes (and the newest it reads). Version 1: kquota 0.1.0.
 FORMAT_VERSION = 1
+#: The oldest format this code reads: no release ever wrote an older one.
+OLDEST_VERSION = 1
+
+#: A shard document as JSON gives it: ``{"version": n, "entries": [...]}``.
+Doc = dict[str, Any]
+
+#: ``MIGRATIONS[n]`` turns a version-``n`` document into a version-``n + 1`` one:
+#: pure, no I/O, so each step is table-tested. Empty while version 1 is the only
+#: format; a version 2 adds ``MIGRATIONS[1]`` here and sets ``FORMAT_VERSION = 2``.
+MIGRATIONS: dict[int, Callable[[Doc], Doc]] = {}
 
 
 class LedgerTooLarge(ValueError):
     """Even MAX_SHARDS shards cannot hold the ledger."""
+
+
+class LedgerFormatError(ValueError):
+    """A ledger shard this code cannot read."""
+
+
+class LedgerMalformed(LedgerFormatError):
+    """Not a ledger shard of any known version: broken JSON, a missing field, an unknown entity type."""
+
+
+class LedgerFromNewerOperator(LedgerFormatError):
+    """A shard written by a newer kquota, in a format this code does not know: never guessed at."""
+
+    def __init__(self, found: int, supported: int = FORMAT_VERSION, where: str = "") -> None:
+        self.found = found
+        self.supported = supported
+        self.where = where
+        readable = f"version {supported}" if supported == OLDEST_VERSION else f"versions {OLDEST_VERSION}-{supported}"
+        super().__init__(
+            f"the ownership ledger{f' ({where})' if where else ''} is in format version {found}, written by a "
+            f"newer kquota; this operator reads format {readable} only, so it changes nothing on this cluster: "
+            "upgrade the operator to the release that wrote it, or restore the ledger ConfigMaps saved before "
+            "that upgrade"
+        )
 
 
 @functools.lru_cache(maxsize=1 << 17)
@@ -57,14 +105,52 @@ def encode_shard(entries: Mapping[Entity, Mapping[QuotaKey, float]]) -> str:
     return json.dumps({"version": FORMAT_VERSION, "entries": rows}, separators=(",", ":"), ensure_ascii=False)
 
 
+def shard_version(doc: Any) -> int:
+    """The format version of a decoded shard document; LedgerMalformed when it has none."""
+    version = doc.get("version") if isinstance(doc, dict) else None
+    # bool is an int in Python, and JSON's true is no version.
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise LedgerMalformed(f"not a ledger shard (no integer version): {str(doc)[:80]}")
+    return version
+
+
+def migrate(doc: Doc) -> Doc:
+    """``doc`` in the current format: each step of MIGRATIONS from its version on, in order.
+
+    The current version is returned as it is. A newer one raises
+    LedgerFromNewerOperator; one older than OLDEST_VERSION (no release wrote
+    it) or without a step to the next version raises LedgerMalformed.
+    """
+    version = shard_version(doc)
+    if version > FORMAT_VERSION:
+        raise LedgerFromNewerOperator(version, FORMAT_VERSION)
+    if version < OLDEST_VERSION:
+        raise LedgerMalformed(f"unsupported ledger format version {version} (oldest known: {OLDEST_VERSION})")
+    while version < FORMAT_VERSION:
+        step = MIGRATIONS.get(version)
+        if step is None:
+            raise LedgerMalformed(f"no migration from ledger format version {version} to {version + 1}")
+        doc = step(doc)
+        if shard_version(doc) != version + 1:
+            raise LedgerMalformed(f"the migration from ledger format version {version} did not give {version + 1}")
+        version += 1
+    return doc
+
+
 def decode_shard(text: str) -> dict[Entity, dict[QuotaKey, float]]:
-    doc: Any = json.loads(text)
-    if not isinstance(doc, dict) or doc.get("version") != FORMAT_VERSION:
-        raise ValueError(f"unsupported ledger format: {str(doc)[:80]}")
+    """One shard's entries, from any format version this code reads (see the module's docstring)."""
+    try:
+        doc: Any = json.loads(text)
+    except ValueError as exc:
+        raise LedgerMalformed(f"a ledger shard is not JSON: {exc}") from exc
+    doc = migrate(doc)
     out: dict[Entity, dict[QuotaKey, float]] = {}
-    for row in doc["entries"]:
-        entity = Entity.from_parts(row["entity"])
-        out[entity] = {QuotaKey(k): float(v) for k, v in row["keys"].items()}
+    try:
+        for row in doc["entries"]:
+            entity = Entity.from_parts(row["entity"])
+            out[entity] = {QuotaKey(k): float(v) for k, v in row["keys"].items()}
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise LedgerMalformed(f"a ledger shard of version {FORMAT_VERSION} has a malformed entry: {exc!r}") from exc
     return out
 
 

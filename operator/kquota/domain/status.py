@@ -45,6 +45,8 @@ class Reason(enum.StrEnum):
     QUOTA_CALLBACK = "QuotaCallback"
     #: Strimzi manages this entity's quotas (its User Operator or Cluster Operator would change them back).
     OWNED_BY_STRIMZI = "OwnedByStrimzi"
+    #: The cluster's ownership ledger is in a format a newer kquota wrote: nothing is changed until it is readable.
+    LEDGER_FROM_NEWER_OPERATOR = "LedgerFromNewerOperator"
 
 
 #: Reasons only a KafkaCluster's status carries, never a quota resource's.
@@ -73,6 +75,8 @@ STALLED = frozenset(
         Reason.QUOTA_CALLBACK,
         # Hand the user over in Strimzi (or set its quota in the KafkaUser).
         Reason.OWNED_BY_STRIMZI,
+        # Upgrade the operator again, or restore the ledger: an older operator never guesses.
+        Reason.LEDGER_FROM_NEWER_OPERATOR,
     }
 )
 

@@ -86,8 +86,24 @@ class LedgerStore:
         for cm in layouts.get(self.shards, []):
             text = (cm.get("data") or {}).get(DATA_KEY)
             if text:
-                out.update(fmt.decode_shard(text))
+                out.update(self._decode(cm, text))
         return out
+
+    def _decode(self, cm: Mapping[str, Any], text: str) -> dict[Entity, dict[QuotaKey, float]]:
+        """One shard's entries; an unreadable shard names its ConfigMap.
+
+        A shard from a newer operator (LedgerFromNewerOperator) or a malformed one
+        (LedgerMalformed) fails the whole load: a ledger read in part would forget
+        who owns the keys in the unread shards, and the next save of such a shard
+        would overwrite it.
+        """
+        where = f"ConfigMap {self.namespace}/{cm.get('metadata', {}).get('name', '?')}"
+        try:
+            return fmt.decode_shard(text)
+        except fmt.LedgerFromNewerOperator as exc:
+            raise fmt.LedgerFromNewerOperator(exc.found, exc.supported, where) from exc
+        except fmt.LedgerMalformed as exc:
+            raise fmt.LedgerMalformed(f"{where}: {exc}") from exc
 
     async def save(self, ledger: Mapping[Entity, Mapping[QuotaKey, float]], entities: Iterable[Entity]) -> int:
         """Rewrite the shards holding ``entities``; returns how many shards were written."""

@@ -32,6 +32,10 @@ Safety rules kept here:
   back in the ledger like a rejection but not held back, so a grant is enough.
   A topic kquota may not describe affects only its TopicQuotas, whose clients'
   quotas are left as they are.
+* A ledger in a format a newer kquota wrote (a downgrade): nothing is read from
+  or written to the brokers and no deletion completes; the KafkaCluster and its
+  resources say ``LedgerFromNewerOperator`` (Stalled), with an error log line and
+  a Warning event, and every retry reads the ledger again (a restored one is used).
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ from kquota.domain.guard import (
     removals,
     without,
 )
+from kquota.domain.ledger import LedgerFromNewerOperator
 from kquota.domain.mutation import WINDOW_NUM, WINDOW_SIZE, ControllerWindow, window_from_configs, with_burst
 from kquota.domain.observed import (
     NEAR_LIMIT,
@@ -234,7 +239,10 @@ class ClusterReconciler:
         #: When the last change arrived, and since when removals wait for changes to stop.
         self._last_trigger = float("-inf")
         self._deferring_since: float | None = None
+        #: Loaded by the first pass (and by every pass until a load succeeds).
         self._ledger: Ledger | None = None
+        #: The LedgerFromNewerOperator message last logged and sent as an event (None: none since the last pass).
+        self._newer_ledger_announced: str | None = None
         self._rejections: dict[Entity, _Rejection] = {}
         self._written: dict[str, Mapping[str, Any]] = {}
         #: (generation, outcome) whose status is known to be on the object: no need to render again.
@@ -343,12 +351,24 @@ class ClusterReconciler:
             try:
                 await self.reconcile_once(scope)
                 backoff = 1.0
+                self._newer_ledger_announced = None
                 if started is not None:
                     metrics.CHANGE_LATENCY_SECONDS.labels(self.name).observe(time.monotonic() - started)
-            except (KafkaUnavailable, KafkaNotAuthorized, ClusterNotReady, SecretNotFound, DuplicateCluster) as exc:
+            except (
+                KafkaUnavailable,
+                KafkaNotAuthorized,
+                ClusterNotReady,
+                SecretNotFound,
+                DuplicateCluster,
+                LedgerFromNewerOperator,
+            ) as exc:
                 # A missing ACL is retried with the same capped backoff: the admin may grant it any time.
+                # So is a ledger from a newer operator: restoring the old ledger is enough.
                 if isinstance(exc, KafkaNotAuthorized):
                     reason = Reason.NOT_AUTHORIZED
+                elif isinstance(exc, LedgerFromNewerOperator):
+                    reason = Reason.LEDGER_FROM_NEWER_OPERATOR
+                    await self._announce_newer_ledger(exc)
                 elif isinstance(exc, KafkaUnavailable):
                     reason = Reason.KAFKA_UNAVAILABLE
                 elif isinstance(exc, SecretNotFound):
@@ -361,7 +381,7 @@ class ClusterReconciler:
                 metrics.PASSES.labels(self.name, "unavailable").inc()
                 log.warning("cluster %s: %s; retrying in %.0fs", self.name, exc, backoff)
                 self._full = True
-                if not isinstance(exc, KafkaNotAuthorized):  # the connection itself is fine
+                if not isinstance(exc, (KafkaNotAuthorized, LedgerFromNewerOperator)):  # the connection is fine
                     self._drop_admin()
                 await self._report_unavailable(reason, str(exc))
                 await self._sleep_or_wake(backoff)
@@ -377,6 +397,22 @@ class ClusterReconciler:
                 await self._sleep_or_wake(backoff)
                 backoff = min(backoff * 2, self.settings.retry_max_seconds)
                 self._wake.set()
+
+    async def _announce_newer_ledger(self, exc: LedgerFromNewerOperator) -> None:
+        """Say once (an error log line, a Warning event on the KafkaCluster) that this cluster is left alone.
+
+        The ledger load failed before anything was read from or written to the
+        brokers, and every later pass fails the same way until the ledger is
+        readable: nothing is applied, nothing removed, no finalizer released.
+        """
+        message = str(exc)
+        if self._newer_ledger_announced == message:
+            return
+        self._newer_ledger_announced = message
+        log.error("cluster %s: %s", self.name, message)
+        ref = self._cluster_ref()
+        if ref is not None:
+            await self.kube.event(ref, "Warning", Reason.LEDGER_FROM_NEWER_OPERATOR.value, message)
 
     async def _sleep_or_wake(self, seconds: float) -> None:
         # Sleep the backoff fully: a resource change during an outage must not
