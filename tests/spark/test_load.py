@@ -148,3 +148,97 @@ def test_write_manifests_writes_one_file_per_resource_and_a_kustomization(tmp_pa
     text = files[0].read_text()
     assert text.startswith("# generated\n# by a test\n")
     ClientQuota.model_validate(yaml.safe_load(text))
+
+
+def report_with(overrides: int) -> dict[str, Any]:
+    """A report as the pipeline builds it: one default, ``overrides`` outliers (the last one demand-capped),
+    broker 2 over capacity, one entity row per override."""
+    recs = [dict(rec("user", None, None, "produce", 400.0 * 1024, default=True), population=2000)]
+    for i in range(overrides):
+        r = rec("user", f"heavy-{i:03d}", None, "produce", 9.646e9 + i)
+        if i == overrides - 1:
+            r |= {"throttled_share": 0.4, "demand_capped": True}
+        recs.append(r)
+    for r in recs:
+        r["entity"] = load.entity_display(r["kind"], r["user"], r["client_id"], r["is_default"])
+    capacity = [
+        {
+            "broker": b,
+            "resource": "produce",
+            "entities": 10,
+            "committed": 9.7e10,
+            "capacity": 1e8,
+            "oversubscription": 970.0,
+            "observed_peak": peak,
+            "observed_p99": peak,
+            "peak_utilisation": peak / 1e8,
+            "status": "over-capacity" if peak > 1e8 else "oversubscribed",
+        }
+        for b, peak in (("1", 5e7), ("2", 3.2e9))
+    ]
+    entities = [
+        {
+            "kind": "user",
+            "user": r["user"],
+            "client_id": None,
+            "entity": r["entity"],
+            "resource": "produce",
+            "samples": 3000,
+            "brokers": 3,
+            "p50": 1.2345e9,
+            "p95": 5.4321e9,
+            "p99": r["basis"],
+            "max": 9.9e9,
+            "mean": 2e9,
+            "peak_to_mean": 4.95,
+            "throttled_share": r["throttled_share"],
+            "outlier": True,
+            "fence": 1e9,
+            "quota": r["quota"],
+        }
+        for r in recs[1:]
+    ]
+    return {
+        "generated_at": "2026-11-25T00:00:00+00:00",
+        "input": {"clients": "samples/clients", "topics": None, "format": "parquet"},
+        "parameters": {"headroom": 0.2},
+        "validation": {"clients": {}},
+        "recommendations": recs,
+        "capacity": capacity,
+        "topics": [],
+        "entities": entities,
+        "summary": "summary text",
+    }
+
+
+def test_the_html_report_puts_the_decision_first_with_units_and_hides_no_override() -> None:
+    page = load.render_html(report_with(overrides=250))
+    headline = page.index("<h2>Recommendation</h2>")
+    assert headline < page.index("<h2>Recommended quotas</h2>") < page.index("<h2>Summary</h2>")
+    top = page[headline : page.index("<h2>Recommended quotas</h2>")]
+    assert "users/&lt;default&gt;</b> produce = <b>400 KiB/s</b>" in top
+    assert "250 override(s)" in top
+    # The one demand-capped entity and the one broker over capacity are named on top.
+    assert "1 demand-capped" in top and "users/heavy-249 produce" in top
+    assert "broker 2 produce over capacity" in top and "broker 1 " not in top
+    # Every override is listed (more than any table limit), and the demand-capped one is in the table.
+    overrides_table = page[page.index("<h2>Recommended quotas</h2>") : page.index("<h2>Summary</h2>")]
+    assert all(f"users/heavy-{i:03d}" in overrides_table for i in range(250))
+    # Rates carry units; no raw floats such as 9.646e+09 and no Python dict in the header.
+    assert "8.98 GiB/s" in overrides_table
+    assert not re.search(r"\de[+-]\d", page.split("<h2>Input and parameters</h2>")[0])
+    assert "{'clients'" not in page and "client samples samples/clients (parquet)" in page
+
+
+@pytest.mark.parametrize(
+    ("x", "text"),
+    [
+        (0.0, "0 B/s"),
+        (81920.0, "80 KiB/s"),
+        (58572.8, "57.2 KiB/s"),
+        (1000.0 * 1024, "1000 KiB/s"),
+        (9.646e9, "8.98 GiB/s"),
+    ],
+)
+def test_rates_for_people_have_three_digits_a_unit_and_never_an_exponent(x: float, text: str) -> None:
+    assert load.human_bytes(x) == text

@@ -66,19 +66,28 @@ def quantity(n: int) -> int | str:
     return n
 
 
+def _figure(v: float) -> str:
+    """Three significant digits without an exponent: 8.98, 57.2, 1000 (``:.3g`` would print 1e+03)."""
+    if v == 0 or not math.isfinite(v):
+        return f"{v:g}"
+    decimals = max(0, 2 - math.floor(math.log10(abs(v))))
+    text = f"{v:.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 def human_bytes(x: float | None) -> str:
-    """For people: 5.0 MiB/s style, never used in manifests."""
+    """For people: 5.00 MiB/s style, never used in manifests."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
     for suffix, size in _UNITS:
         if abs(x) >= size:
-            return f"{x / size:.3g} {suffix}B/s"
-    return f"{x:.3g} B/s"
+            return f"{_figure(x / size)} {suffix}B/s"
+    return f"{_figure(x)} B/s"
 
 
 def human_value(resource: str, x: float | None) -> str:
     if resource == "request":
-        return "-" if x is None else f"{x:.3g}%"
+        return "-" if x is None else f"{_figure(x)}%"
     return human_bytes(x)
 
 
@@ -430,24 +439,88 @@ def _plot_topics(report: Mapping[str, Any], top_n: int) -> str | None:
     return out
 
 
-def _table(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str]], limit: int = 200) -> str:
+def _table(
+    rows: Sequence[Mapping[str, Any]],
+    columns: Sequence[tuple[str, str]],
+    limit: int | None = 200,
+    more: str = "in the JSON / Parquet report",
+) -> str:
+    """An HTML table; a cell is formatted by ``_cell`` unless the row holds ``<key>_text`` for it."""
     if not rows:
         return "<p><em>none</em></p>"
     head = "".join(f"<th>{html.escape(title)}</th>" for _, title in columns)
     body = []
-    for row in rows[:limit]:
-        cells = "".join(f"<td>{html.escape(_cell(row.get(key)))}</td>" for key, _ in columns)
+    shown = rows if limit is None else rows[:limit]
+    for row in shown:
+        cells = "".join(
+            f"<td>{html.escape(str(row[key + '_text']) if key + '_text' in row else _cell(row.get(key)))}</td>"
+            for key, _ in columns
+        )
         body.append(f"<tr>{cells}</tr>")
-    more = f"<p>{len(rows) - limit} more rows in the JSON / Parquet report.</p>" if len(rows) > limit else ""
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{more}"
+    rest = f"<p>{len(rows) - len(shown)} more rows {more}.</p>" if len(rows) > len(shown) else ""
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{rest}"
 
 
 def _cell(value: Any) -> str:
     if value is None:
         return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)
+
+
+def _share(x: float | None) -> str:
+    return "-" if x is None else f"{x:.0%}" if x == 0 or x >= 0.01 else f"{x:.2%}"
+
+
+def _with_units(row: Mapping[str, Any], resource: str, keys: Iterable[str]) -> dict[str, Any]:
+    """The row plus ``<key>_text`` in the resource's unit (KiB/s ... or %) for each of ``keys``."""
+    return dict(row) | {f"{k}_text": human_value(resource, row.get(k)) for k in keys}
+
+
+def _input_text(source: Mapping[str, Any]) -> str:
+    text = f"client samples {source.get('clients')} ({source.get('format')})"
+    return text + (f", topic samples {source['topics']}" if source.get("topics") else "")
+
+
+def _headline(report: Mapping[str, Any]) -> str:
+    """The decision on top: the defaults, how many overrides and why, and what needs a person's eyes."""
+    recs = report["recommendations"]
+    defaults = [r for r in recs if r["is_default"]]
+    overrides = [r for r in recs if not r["is_default"]]
+    items = [
+        f"<li><b>{html.escape(r['entity'])}</b> {html.escape(r['resource'])} = "
+        f"<b>{html.escape(human_value(r['resource'], r['quota']))}</b> "
+        f"(covers {r['population']} entities at their p99 + {report['parameters']['headroom']:.0%})</li>"
+        for r in defaults
+    ]
+    by_reason: dict[str, int] = {}
+    for r in overrides:
+        by_reason[r["reason"]] = by_reason.get(r["reason"], 0) + 1
+    reasons = ", ".join(f"{n} {why}" for why, n in sorted(by_reason.items())) or "none"
+    items.append(f"<li><b>{len(overrides)} override(s)</b> ({html.escape(reasons)}): all listed below</li>")
+    capped = [r for r in recs if r["demand_capped"]]
+    if capped:
+        items.append(
+            f"<li class='warn'><b>{len(capped)} demand-capped</b>: throttled in their samples, so their real "
+            "demand is higher than recommended: "
+            + ", ".join(f"{html.escape(r['entity'])} {html.escape(r['resource'])}" for r in capped)
+            + "</li>"
+        )
+    over = [c for c in report["capacity"] if c["status"] == "over-capacity"]
+    for c in over:
+        items.append(
+            f"<li class='warn'><b>broker {html.escape(str(c['broker']))} {html.escape(c['resource'])} over "
+            f"capacity</b>: its traffic's p99 {html.escape(human_value(c['resource'], c['observed_p99']))} is above "
+            f"{html.escape(human_value(c['resource'], c['capacity']))}</li>"
+        )
+    if not any(c["status"] != "unknown" for c in report["capacity"]):
+        items.append("<li>capacity not checked (no <code>--broker-capacity</code>)</li>")
+    elif not over:
+        items.append("<li>no broker over capacity</li>")
+    return "<div class='headline'><h2>Recommendation</h2><ul>" + "".join(items) + "</ul></div>"
 
 
 _STYLE: Final = """
@@ -457,26 +530,28 @@ th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; }
 th { background: #f2f2f2; }
 pre { background: #f7f7f7; padding: 1em; white-space: pre-wrap; }
 img { max-width: 100%; }
+.headline { border: 2px solid #4c78a8; padding: 0.2em 1.2em; margin: 1em 0 2em; }
+.headline li { margin: 0.3em 0; }
+.warn { color: #a4001d; }
 """
 
 
 def render_html(report: Mapping[str, Any], top_n: int = 20) -> str:
-    """A self-contained page (plots inlined as base64 PNG) that a person can read without tools."""
+    """A self-contained page (plots inlined as base64 PNG) that a person can read without tools.
+
+    The decision comes first (defaults, overrides, demand-capped entities, brokers over capacity),
+    every override and demand-capped entity is listed in full, and every rate carries its unit.
+    """
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>kquota advisor report</title>",
         f"<style>{_STYLE}</style></head><body>",
         "<h1>kquota advisor report</h1>",
-        f"<p>Generated {html.escape(str(report['generated_at']))} from {html.escape(str(report['input']))}.</p>",
-        "<h2>Summary</h2>",
-        f"<pre>{html.escape(report['summary'])}</pre>",
+        f"<p>Generated {html.escape(str(report['generated_at']))} from "
+        f"{html.escape(_input_text(report['input']))}.</p>",
+        _headline(report),
     ]
     recs = [
-        dict(
-            r,
-            entity=r["entity"],
-            quota_text=human_value(r["resource"], r["quota"]),
-            basis_text=human_value(r["resource"], r["basis"]),
-        )
+        _with_units(r, r["resource"], ("quota", "basis")) | {"throttled_share_text": _share(r.get("throttled_share"))}
         for r in report["recommendations"]
     ]
     parts += [
@@ -486,14 +561,17 @@ def render_html(report: Mapping[str, Any], top_n: int = 20) -> str:
             [
                 ("entity", "entity"),
                 ("resource", "resource"),
-                ("quota_text", "quota"),
+                ("quota", "quota"),
                 ("reason", "why"),
-                ("basis_text", "basis (before headroom)"),
+                ("basis", "basis (before headroom)"),
                 ("population", "population"),
                 ("throttled_share", "throttled share"),
                 ("demand_capped", "demand capped"),
             ],
+            limit=None,
         ),
+        "<h2>Summary</h2>",
+        f"<pre>{html.escape(report['summary'])}</pre>",
     ]
     resources = sorted({e["resource"] for e in report["entities"]}, key=lambda r: list(QUOTA_FIELDS).index(r))
     for resource in resources:
@@ -505,19 +583,26 @@ def render_html(report: Mapping[str, Any], top_n: int = 20) -> str:
     parts.append("<h2>Broker capacity</h2>")
     if capacity_img:
         parts.append(f"<img alt='capacity' src='data:image/png;base64,{capacity_img}'>")
+    capacity = [
+        _with_units(c, c["resource"], ("committed", "capacity", "observed_p99", "observed_peak"))
+        | {"oversubscription_text": "-" if c.get("oversubscription") is None else f"{c['oversubscription']:.2f}x"}
+        for c in report["capacity"]
+    ]
     parts.append(
         _table(
-            report["capacity"],
+            capacity,
             [
                 ("broker", "broker"),
                 ("resource", "resource"),
-                ("entities", "entities"),
-                ("committed", "sum of quotas"),
-                ("capacity", "capacity"),
-                ("oversubscription", "oversubscription"),
-                ("observed_peak", "observed peak"),
                 ("status", "status"),
+                ("observed_p99", "traffic p99"),
+                ("observed_peak", "traffic peak"),
+                ("capacity", "capacity"),
+                ("committed", "sum of quotas"),
+                ("oversubscription", "sum of quotas / capacity"),
+                ("entities", "entities"),
             ],
+            limit=None,
         )
     )
     if report.get("topics"):
@@ -525,22 +610,31 @@ def render_html(report: Mapping[str, Any], top_n: int = 20) -> str:
         parts.append("<h2>Topics (TopicQuota budgets, KIP-1010 per-broker allowance)</h2>")
         if topic_img:
             parts.append(f"<img alt='topics' src='data:image/png;base64,{topic_img}'>")
+        topics = [
+            _with_units(t, "produce", ("in_p99", "produce_budget", "out_p99", "consume_budget"))
+            for t in report["topics"]
+        ]
         parts.append(
             _table(
-                report["topics"],
+                topics,
                 [
                     ("topic", "topic"),
                     ("partitions", "partitions"),
-                    ("in_p99", "produce p99 B/s"),
+                    ("in_p99", "produce p99"),
                     ("produce_budget", "produce budget"),
-                    ("out_p99", "fetch p99 B/s"),
+                    ("out_p99", "fetch p99"),
                     ("consume_budget", "consume budget"),
                 ],
             )
         )
+        brokers = [
+            _with_units(t, "produce", ("produce_allowance", "consume_allowance"))
+            | {"in_share_text": _share(t.get("in_share"))}
+            for t in report.get("topic_brokers", [])
+        ]
         parts.append(
             _table(
-                report.get("topic_brokers", []),
+                brokers,
                 [
                     ("topic", "topic"),
                     ("broker", "broker"),
@@ -553,9 +647,14 @@ def render_html(report: Mapping[str, Any], top_n: int = 20) -> str:
             )
         )
     parts.append("<h2>Per-entity statistics</h2>")
+    entities = [
+        _with_units(e, e["resource"], ("p50", "p95", "p99", "max", "quota"))
+        | {"throttled_share_text": _share(e.get("throttled_share"))}
+        for e in report["entities"]
+    ]
     parts.append(
         _table(
-            report["entities"],
+            entities,
             [
                 ("entity", "entity"),
                 ("resource", "resource"),
