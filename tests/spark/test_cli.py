@@ -125,6 +125,9 @@ def test_advise_writes_valid_manifests_and_reports(
     }
     report = json.loads((out / "report.json").read_text())
     assert report["validation"]["clients"]["rows_valid"] == 200
+    # Where it ran and what the driver held at most (the test session's JVM: 1g of heap, more resident).
+    assert report["spark"]["driver_memory"] == "1g" and report["spark"]["driver_peak_rss_mib"] > 200
+    assert f"driver peak memory {report['spark']['driver_peak_rss_mib']:,} MiB" in summary
     # Fetch quotas add up to 21.95Mi on each broker (4 x 500Ki + 20Mi), above 20Mi; produce to 16.56Mi. No
     # broker's own traffic comes near 20Mi, so none is over capacity and the summary says so.
     status = {(c["broker"], c["resource"]): c["status"] for c in report["capacity"]}
@@ -194,3 +197,30 @@ def test_progress_reports_each_step_and_its_stage_progress(spark: Any) -> None:
     text = stream.getvalue()
     assert "counting: done in" in text and "counting again: done in" in text
     assert [name for name, _ in progress.steps] == ["counting", "counting again"]
+
+
+def test_a_spark_failure_is_one_readable_message_not_a_py4j_dump(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pyspark.sql import functions as sf
+
+    from kquota.advisor import pipeline
+
+    def failing(session: Any, options: Any, echo: Any = None) -> Any:
+        session.range(1).select(sf.raise_error(sf.lit("the executor said boom"))).collect()
+
+    monkeypatch.setattr(pipeline, "advise", failing)
+    source = write_input(tmp_path, "csv", spark)
+    assert run(["advise", "--input", str(source), "--out", str(tmp_path / "o"), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("kquota advise: Spark failed:") and "the executor said boom" in err
+    assert "Traceback" not in err and "py4j" not in err.lower()
+
+
+def test_out_of_memory_names_the_setting_to_change() -> None:
+    from kquota.advisor.cli import spark_failure_message
+
+    text = "An error occurred while calling o123.collect.\n: java.lang.OutOfMemoryError: Java heap space\n\tat ..."
+    message = spark_failure_message(text, "1g")
+    assert "ran out of memory (java.lang.OutOfMemoryError: Java heap space)" in message
+    assert "spark.driver.memory=1g" in message and "--conf spark.driver.memory=" in message

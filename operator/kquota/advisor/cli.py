@@ -236,6 +236,26 @@ def add_subcommands(subparsers: Any) -> None:
     collect.set_defaults(func=run_collect)
 
 
+def _is_spark_failure(exc: BaseException) -> bool:
+    """An error raised by Spark or its JVM (Py4J), as opposed to a bug in kquota's own Python."""
+    kinds = {cls.__module__.split(".")[0] for cls in type(exc).__mro__}
+    return bool(kinds & {"py4j", "pyspark"})
+
+
+def spark_failure_message(text: str, driver_memory: str) -> str:
+    """One paragraph for a failed Spark job: the Java error's first line and, for memory, what to change."""
+    lines = [line.strip().lstrip(": ") for line in text.splitlines() if line.strip().lstrip(": ")]
+    oom = next((line for line in lines if "OutOfMemoryError" in line), None)
+    if oom is not None:
+        return (
+            f"Spark ran out of memory ({oom[:200]}) with spark.driver.memory={driver_memory}. In local mode "
+            "the driver's heap holds every executor's work: give it more with --conf spark.driver.memory=16g "
+            "(or SPARK_DRIVER_MEMORY), or run on a cluster with --master spark://... (see docs/advisor.md)."
+        )
+    cause = next((line for line in lines if "Exception" in line or "Error" in line), lines[0] if lines else "")
+    return f"Spark failed: {cause[:400]} (Spark's own log lines above say more)"
+
+
 def run_advise(args: argparse.Namespace) -> int:
     for flag, instead in REMOVED_FLAGS.items():
         if getattr(args, f"removed_{flag.strip('-').replace('-', '_')}", None) is not None:
@@ -293,6 +313,13 @@ def run_advise(args: argparse.Namespace) -> int:
     except InputError as exc:
         print(f"kquota advise: bad input: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:
+        # A Spark/JVM failure becomes one readable message instead of a Py4J dump; kquota's own bugs still raise.
+        if not _is_spark_failure(exc):
+            raise
+        memory = spark.sparkContext.getConf().get("spark.driver.memory", "1g")
+        print(f"kquota advise: {spark_failure_message(str(exc), memory)}", file=sys.stderr)
+        return 1
     print(result.summary)
     print(
         f"Wrote {len(result.manifests)} manifest(s) to {args.out / 'manifests'} and "
