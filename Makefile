@@ -50,7 +50,7 @@ lint: venv
 	$(VENV)/bin/lint-imports
 
 test: setup lint
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest --durations=40 $(PYTEST_ARGS)
 
 test-unit: venv
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
