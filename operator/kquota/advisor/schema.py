@@ -356,21 +356,21 @@ def _nan_to_null(df: DataFrame, metrics: tuple[str, ...]) -> DataFrame:
 def _dedupe(df: DataFrame, key: tuple[str, ...], values: tuple[str, ...]) -> tuple[DataFrame, int, int]:
     """Merge rows sharing a key (largest value of each column); count dropped rows and conflicting keys."""
     n = sf.count(sf.lit(1))
+    # Most inputs have no duplicates: count them over the key columns alone first (a small shuffle), and
+    # pay for the per-column merge below only when there is something to merge.
+    counted = df.groupBy(*key).agg(n.alias("_n")).agg(sf.sum(sf.col("_n") - 1).alias("dropped")).first()
+    dropped = int((counted["dropped"] if counted is not None else 0) or 0)
+    if dropped == 0:
+        return df, 0, 0
     # The copies of a key conflict when they disagree on some value: different values, or some null and some not.
     # (max/min/count only: countDistinct per column would make Spark expand every row once per column.)
     conflict = sf.lit(False)
     for m in values:
         conflict = conflict | (sf.max(m) != sf.min(m)) | ((sf.count(m) > 0) & (sf.count(m) < n))
-    grouped = df.groupBy(*key).agg(n.alias("_n"), *[sf.max(m).alias(m) for m in values], conflict.alias("_conflict"))
-    stats = grouped.agg(
-        sf.sum(sf.col("_n") - 1).alias("dropped"),
-        sf.sum(sf.when(sf.col("_conflict"), 1).otherwise(0)).alias("conf"),
-    ).first()
-    assert stats is not None
-    dropped = int(stats["dropped"] or 0)
-    if dropped == 0:
-        return df, 0, 0
-    return grouped.select(*df.columns), dropped, int(stats["conf"] or 0)
+    grouped = df.groupBy(*key).agg(*[sf.max(m).alias(m) for m in values], conflict.alias("_conflict"))
+    conflicts = grouped.agg(sf.sum(sf.when(sf.col("_conflict"), 1).otherwise(0)).alias("conf")).first()
+    assert conflicts is not None
+    return grouped.select(*df.columns), dropped, int(conflicts["conf"] or 0)
 
 
 def _epoch() -> Column:
