@@ -2,9 +2,9 @@
 
 This is the only module that decides *when* Spark computes: the pure
 transforms in :mod:`kquota.advisor.transform` only describe DataFrames, and
-here the validated samples are persisted once (statistics, capacity and report
-all read them), the small result tables are collected, and the outputs are
-written.
+here the validated samples are persisted until they are exploded into one row
+per resource, which is persisted once for the statistics and the capacity
+check; the small result tables are collected, and the outputs are written.
 
 Progress: Spark's own console bar is switched off and :class:`Progress`
 prints the step being computed and its stage progress (tasks done / total),
@@ -351,14 +351,16 @@ def advise(spark: SparkSession, options: AdviseOptions, echo: Callable[[str], No
             topics_df, topic_report = schema.validate_topics(
                 extract.read(spark, inputs.topics, topics_fmt), now, options.skew_tolerance, options.skew
             )
-        with _persisted(transform.regroup(clients, params.level)) as samples:
-            usage = transform.usage_long(samples)
+        # The statistics and the capacity check (twice) read the samples one row per resource: explode
+        # them once into a cache, and drop the validated samples' cache once that one is filled.
+        with _persisted(transform.usage_long(transform.regroup(clients, params.level))) as usage:
             progress.step("computing per-entity statistics and outliers")
             stats = transform.entity_stats(usage)
             flagged_df = transform.flag_outliers(
                 stats, params.outlier_alpha, params.outlier_top_k, params.min_population
             ).persist()
             flagged = _rows(flagged_df)
+            clients.unpersist()
             if not flagged:
                 raise schema.EmptyInputError("client samples: no usage values (every rate column is empty)")
             progress.step("recommending quotas")
