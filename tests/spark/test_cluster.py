@@ -27,6 +27,8 @@ from harness.procs import Process, free_port
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 MI = 2**20
+#: The planted heavy hitters and how many times their base rate is multiplied.
+HEAVY = {"user-07": 400, "user-23": 700}
 
 
 def _spark_home() -> Path:
@@ -96,7 +98,7 @@ def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def write_samples(path: Path) -> None:
-    """40 users x 3 brokers x 400 timestamps (48,000 samples, 1,200 per user), lognormal, two heavy hitters.
+    """40 users x 3 brokers x 400 timestamps, lognormal, two heavy hitters on broker b2 only (46,400 samples).
 
     Values have 6 significant digits, so neighbouring ranks differ and a percentile one rank off, or a
     mean summed in another order, would show.
@@ -104,14 +106,16 @@ def write_samples(path: Path) -> None:
     rng = np.random.default_rng(5)
     users = [f"user-{i:02d}" for i in range(40)]
     base = {u: 50_000.0 * float(np.exp(rng.normal(0.0, 0.6))) for u in users}
-    base["user-07"] *= 400
-    base["user-23"] *= 700
+    for u, factor in HEAVY.items():
+        base[u] *= factor
     rows: list[str] = ["timestamp,broker,user,client_id,produce_byte_rate,fetch_byte_rate,produce_throttle_time_ms"]
     t0 = 1_714_521_600  # 2024-05-01T00:00:00Z
     for step in range(400):
         for broker in ("b0", "b1", "b2"):
             noise = np.exp(rng.normal(0.0, 0.3, len(users)))
             for u, x in zip(users, noise, strict=True):
+                if u in HEAVY and broker != "b2":
+                    continue  # the heavy hitters' partitions lead on b2: that broker alone is overloaded
                 rate = float(f"{base[u] * x:.6g}")
                 rows.append(f"{t0 + 10 * step},{broker},{u},,{rate},{float(f'{2 * rate:.6g}')},0")
     path.write_text("\n".join(rows) + "\n")
@@ -148,5 +152,9 @@ def test_a_standalone_cluster_and_local_mode_give_identical_answers(standalone: 
             assert runs[master][part] == local[part], f"{master} and local[1] differ in {part}"
     # The planted heavy hitters are the overrides, exactly, and everyone else has the default.
     overrides = {r["user"] for r in local["recommendations"] if not r["is_default"]}
-    assert overrides == {"user-07", "user-23"}
+    assert overrides == set(HEAVY)
     assert len(local["entities"]) == 80  # 40 users x (produce, fetch)
+    # ... and the broker their traffic overloads is the one over capacity, exactly.
+    status = {(c["broker"], c["resource"]): c["status"] for c in local["capacity"]}
+    assert {k for k, v in status.items() if v == "over-capacity"} == {("b2", "produce"), ("b2", "fetch")}, status
+    assert "broker b2 produce OVER CAPACITY" in local["summary"]
