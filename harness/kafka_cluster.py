@@ -102,6 +102,8 @@ from harness import cache, procs
 from harness.tls import BrokerTls, Credential
 
 DEFAULT_VERSION = os.environ.get("KQUOTA_KAFKA_VERSION", "4.3.1")
+#: The last 3.x release: `make test` runs it in ZooKeeper mode (tests/e2e/test_kafka_versions.py).
+LAST_3X_VERSION = "3.9.2"
 JMX_EXPORTER_VERSION = "1.0.1"
 JMX_RULES = Path(__file__).with_name("jmx-exporter.yaml")
 START_TIMEOUT = float(os.environ.get("KQUOTA_KAFKA_START_TIMEOUT", "240"))

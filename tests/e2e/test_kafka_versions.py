@@ -30,7 +30,7 @@ import pytest
 
 # confluent-kafka's type hints do not re-export NewTopic, which is its documented import path.
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
-from harness.kafka_cluster import DEFAULT_VERSION, KafkaCluster
+from harness.kafka_cluster import DEFAULT_VERSION, LAST_3X_VERSION, KafkaCluster
 from harness.kube_apiserver import KubeAPIServer
 from harness.operator_proc import apply, client_quota, condition, get, wait_for
 from harness.stack import Stack
@@ -57,13 +57,13 @@ class Case:
 
 
 #: The default ``make test`` case: ZooKeeper mode, which no other module runs.
-DEFAULT_CASE = Case("3.9.2", zookeeper=True)
+DEFAULT_CASE = Case(LAST_3X_VERSION, zookeeper=True)
 #: The whole matrix (``KQUOTA_KAFKA_MATRIX=all``). 3.0 is the floor; KRaft below 3.5 cannot
 #: hold SCRAM credentials (KIP-900), so the floor runs in ZooKeeper mode, as 3.0 users did.
 MATRIX = (
     Case(DEFAULT_VERSION, zookeeper=False),
     Case("4.0.2", zookeeper=False),
-    Case("3.9.2", zookeeper=False),
+    Case(LAST_3X_VERSION, zookeeper=False),
     DEFAULT_CASE,
     Case("3.0.2", zookeeper=True),
 )
