@@ -11,12 +11,13 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # pytest arguments, e.g. `make test PYTEST_ARGS="-k reconcile -x"`
 PYTEST_ARGS ?=
 
-.PHONY: help setup venv system-packages tools lint test test-unit test-faults demo crds lock clean
+.PHONY: help setup venv system-packages tools lint test test-unit test-faults test-matrix demo crds lock clean
 
 help:
 	@echo "make demo   - local Kafka + kube-apiserver + operator + examples, then show status (Ctrl-C stops all)"
 	@echo "make test   - install everything and run every test (lint, types, layers, unit, integration, e2e)"
 	@echo "make test-faults - only the fault suite (broker/API server/operator faults; prints the resilience report)"
+	@echo "make test-matrix - the e2e core on every supported Kafka: 4.3, 4.0, 3.9 KRaft and ZooKeeper, 3.0 ZooKeeper (release check)"
 	@echo "make crds   - regenerate crds/ and the Helm chart's copy from the pydantic models"
 
 $(VENV)/.installed: pyproject.toml
@@ -58,6 +59,11 @@ test-unit: venv
 # The fault suite alone (also part of `make test`); prints the resilience report.
 test-faults: setup
 	$(PY) -m pytest -m faults $(PYTEST_ARGS)
+
+# The e2e core on every supported Kafka version and mode (tests/e2e/test_kafka_versions.py).
+# `make test` runs its 3.9 ZooKeeper case only; this is the release check (README, "Supported versions").
+test-matrix: setup
+	KQUOTA_KAFKA_MATRIX=all $(PY) -m pytest -m kafka_matrix tests/e2e/test_kafka_versions.py $(PYTEST_ARGS)
 
 crds: venv
 	$(PY) -m kquota.crdgen

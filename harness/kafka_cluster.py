@@ -30,11 +30,22 @@ broker+controller nodes on free loopback ports, each with three listeners
 
   ``cluster.tls_client_config(...)`` gives confluent-kafka settings for both.
 
-Kafka 4.3.1 is the default; ``KQUOTA_KAFKA_VERSION`` selects another (3.9.x works:
+Kafka 4.3.1 is the default; ``KQUOTA_KAFKA_VERSION`` selects another (3.x works:
 reload4j logging, ``kafka.admin.AclCommand``; 4.x: log4j2, ACL tool moved to
 ``org.apache.kafka.tools.AclCommand`` in the kafka-tools jar).
 ``kafka.admin.ConfigCommand`` and ``kafka.tools.StorageTool`` are in the core jar
 in both.
+
+ZooKeeper mode (3.x only; 4.0 removed it): ``KafkaCluster.start(..., zookeeper=True)``
+first starts one ZooKeeper server (``org.apache.zookeeper.server.ZooKeeperServerMain``
+from the zookeeper jar that kafka_2.13 3.x depends on, so nothing more is downloaded)
+on a free port, then brokers (``broker.id``, ``zookeeper.connect``) with the same
+PLAINTEXT/SASL/TLS listeners and metrics but no CONTROLLER listener and no storage
+format. The superuser's SCRAM credentials, which KRaft gets at format time, are
+created once the brokers are up, with AlterUserScramCredentials (KIP-554, Kafka
+2.7+) over the PLAINTEXT listener, whose ANONYMOUS principal needs none. The
+authorizer is ``kafka.security.authorizer.AclAuthorizer``. ZooKeeper is stopped
+after the brokers (they deregister from it on a controlled shutdown).
 
 Metrics: every broker runs ``jmx_prometheus_javaagent`` 1.0.1 with the rules in
 ``harness/jmx-exporter.yaml`` (``KafkaCluster.start(..., jmx_rules=path)`` gives it
@@ -91,6 +102,8 @@ from harness import cache, procs
 from harness.tls import BrokerTls, Credential
 
 DEFAULT_VERSION = os.environ.get("KQUOTA_KAFKA_VERSION", "4.3.1")
+#: The last 3.x release: `make test` runs it in ZooKeeper mode (tests/e2e/test_kafka_versions.py).
+LAST_3X_VERSION = "3.9.2"
 JMX_EXPORTER_VERSION = "1.0.1"
 JMX_RULES = Path(__file__).with_name("jmx-exporter.yaml")
 START_TIMEOUT = float(os.environ.get("KQUOTA_KAFKA_START_TIMEOUT", "240"))
@@ -264,8 +277,72 @@ def _log_configs(workdir: Path) -> tuple[list[str], list[str]]:
 
 
 @dataclass
+class ZooKeeper:
+    """One standalone ZooKeeper server for a ZooKeeper-mode cluster (Kafka 3.x)."""
+
+    port: int
+    config: Path
+    log: Path
+    proc: procs.Process
+
+    @property
+    def connect(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @classmethod
+    def start(cls, home: Path, workdir: Path, log_flags: Sequence[str], timeout: float) -> ZooKeeper:
+        zk_dir = workdir / "zookeeper"
+        (zk_dir / "data").mkdir(parents=True, exist_ok=True)
+        port = procs.free_port()
+        config = zk_dir / "zoo.cfg"
+        config.write_text(
+            "tickTime=2000\n"
+            f"dataDir={zk_dir / 'data'}\n"
+            f"clientPort={port}\n"
+            "clientPortAddress=127.0.0.1\n"
+            "maxClientCnxns=0\n"
+            # The AdminServer is Jetty, which kafka_2.13 does not bring (and no test needs it).
+            "admin.enableServer=false\n"
+            "4lw.commands.whitelist=ruok,srvr\n"
+        )
+        log = zk_dir / "zookeeper.log"
+        argv = [
+            "java",
+            "-Xmx128m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            *log_flags,
+            "-cp",
+            str(home / "lib" / "*"),
+            "org.apache.zookeeper.server.ZooKeeperServerMain",
+            str(config),
+        ]
+        proc = procs.Process("zookeeper", argv, log, cwd=zk_dir)
+        proc.start()
+        zk = cls(port, config, log, proc)
+        try:
+            proc.wait_until(zk.serving, timeout, "ZooKeeper serving")
+        except BaseException:
+            proc.stop()
+            raise
+        return zk
+
+    def serving(self) -> bool:
+        """ZooKeeper's ``srvr`` four-letter word answers with its mode (standalone)."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=2) as s:
+            s.sendall(b"srvr")
+            data = b""
+            while chunk := s.recv(4096):
+                data += chunk
+        return b"Mode:" in data
+
+    def stop(self) -> None:
+        self.proc.stop(timeout=10)
+
+
+@dataclass
 class Broker:
-    """One combined broker+controller node."""
+    """One node: combined broker+controller in KRaft mode, a broker in ZooKeeper mode."""
 
     node_id: int
     plaintext_port: int
@@ -285,9 +362,10 @@ class Broker:
         ports = {
             "PLAINTEXT": self.plaintext_port,
             "SASL_PLAINTEXT": self.sasl_port,
-            "CONTROLLER": self.controller_port,
             "METRICS": self.metrics_port,
         }
+        if self.controller_port:
+            ports["CONTROLLER"] = self.controller_port
         if self.ssl_port:
             ports |= {"SSL": self.ssl_port, "SASL_SSL": self.sasl_ssl_port}
         return ports
@@ -338,6 +416,13 @@ class KafkaCluster:
     extra_classpath: tuple[Path, ...] = ()
     #: The JMX exporter configuration the brokers' agent runs (``start(..., jmx_rules=...)``).
     jmx_rules: Path = JMX_RULES
+    #: The ZooKeeper server of a ZooKeeper-mode cluster (``start(..., zookeeper=True)``), else None.
+    zookeeper: ZooKeeper | None = None
+
+    @property
+    def mode(self) -> str:
+        """``"kraft"`` or ``"zookeeper"``."""
+        return "kraft" if self.zookeeper is None else "zookeeper"
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -353,14 +438,18 @@ class KafkaCluster:
         extra_properties: dict[str, str] | None = None,
         extra_classpath: Sequence[Path] = (),
         jmx_rules: Path | None = None,
+        zookeeper: bool = False,
     ) -> KafkaCluster:
         """Format storage, start ``brokers`` nodes and wait until every one is ready.
 
         ``jmx_rules`` is the JMX exporter configuration the brokers' agents run instead of
         harness/jmx-exporter.yaml (other rules, other metric names); the file must outlive the cluster.
+        ``zookeeper=True`` (Kafka 3.x only) runs the brokers in ZooKeeper mode instead of KRaft.
         """
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
+        if zookeeper and _major(version) >= 4:
+            raise ValueError(f"Kafka {version} has no ZooKeeper mode (removed in 4.0)")
         home = ensure_kafka(version)
         workdir.mkdir(parents=True, exist_ok=True)
         broker_log_flags, tool_log_flags = _log_configs(workdir)
@@ -382,6 +471,10 @@ class KafkaCluster:
         )
         per_broker = 6 if tls else 4
         ports = [[procs.free_port() for _ in range(per_broker)] for _ in range(brokers)]
+        if zookeeper:
+            for group in ports:
+                group[2] = 0  # no CONTROLLER listener
+            cluster.zookeeper = ZooKeeper.start(home, workdir, broker_log_flags, timeout)
         voters = ",".join(f"{i + 1}@127.0.0.1:{group[2]}" for i, group in enumerate(ports))
         for i, (plain, sasl, ctrl, metrics, *tls_ports) in enumerate(ports):
             node_id = i + 1
@@ -408,12 +501,16 @@ class KafkaCluster:
             if tls_ports:
                 broker.ssl_port, broker.sasl_ssl_port = tls_ports
             cluster.brokers.append(broker)
-        cluster._format()
         started = time.monotonic()
         try:
+            if cluster.zookeeper is None:
+                cluster._format()
             for broker in cluster.brokers:
                 broker.proc.start()
             cluster._wait_ready(cluster.brokers, timeout)
+            if cluster.zookeeper is not None:
+                for mechanism in _SCRAM_MECHANISMS:
+                    cluster.create_scram_user(cluster.admin_user, cluster.admin_password, mechanism)
         except BaseException:
             cluster.stop()
             raise
@@ -440,15 +537,27 @@ class KafkaCluster:
             f"org.apache.kafka.common.security.plain.PlainLoginModule required "
             f'user_{self.admin_user}="{self.admin_password}";'
         )
-        props = {
-            "process.roles": "broker,controller",
-            "node.id": str(node_id),
-            "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl},"
-            f"CONTROLLER://127.0.0.1:{ctrl}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "controller.listener.names": "CONTROLLER",
+        client_listeners = f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}"
+        if self.zookeeper is None:
+            props = {
+                "process.roles": "broker,controller",
+                "node.id": str(node_id),
+                "controller.quorum.voters": voters,
+                "listeners": f"{client_listeners},CONTROLLER://127.0.0.1:{ctrl}",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+                "CONTROLLER:PLAINTEXT",
+                "controller.listener.names": "CONTROLLER",
+            }
+        else:
+            props = {
+                "broker.id": str(node_id),
+                "zookeeper.connect": self.zookeeper.connect,
+                "zookeeper.connection.timeout.ms": "30000",
+                "listeners": client_listeners,
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+            }
+        props |= {
+            "advertised.listeners": client_listeners,
             "inter.broker.listener.name": "PLAINTEXT",
             # The default is GSSAPI, which would need Kerberos.
             "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN",
@@ -467,7 +576,11 @@ class KafkaCluster:
             "auto.create.topics.enable": "true",
         }
         if self.authorizer:
-            props["authorizer.class.name"] = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+            props["authorizer.class.name"] = (
+                "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+                if self.zookeeper is None
+                else "kafka.security.authorizer.AclAuthorizer"
+            )
             # ANONYMOUS is the PLAINTEXT principal, used between brokers and
             # controllers and by tests as an admin path (see the module docstring).
             props["super.users"] = f"User:{self.admin_user};User:ANONYMOUS"
@@ -577,6 +690,8 @@ class KafkaCluster:
                 proc.popen.wait(max(0.1, deadline - time.monotonic()))
         for broker in self.brokers:
             broker.proc.stop(timeout=1)
+        if self.zookeeper is not None:
+            self.zookeeper.stop()
 
     def stop_broker(self, index: int) -> None:
         """Graceful stop (SIGTERM) of ``brokers[index]``."""
@@ -743,9 +858,16 @@ class KafkaCluster:
 
 @contextlib.contextmanager
 def running(
-    workdir: Path, brokers: int = 1, authorizer: bool = False, version: str = DEFAULT_VERSION, tls: bool = False
+    workdir: Path,
+    brokers: int = 1,
+    authorizer: bool = False,
+    version: str = DEFAULT_VERSION,
+    tls: bool = False,
+    zookeeper: bool = False,
 ) -> Iterator[KafkaCluster]:
-    cluster = KafkaCluster.start(workdir, brokers=brokers, authorizer=authorizer, version=version, tls=tls)
+    cluster = KafkaCluster.start(
+        workdir, brokers=brokers, authorizer=authorizer, version=version, tls=tls, zookeeper=zookeeper
+    )
     try:
         yield cluster
     finally:
