@@ -11,7 +11,22 @@ Measures, for each N in --sizes:
   5. the operator alone: with the N resources in place, the operator stopped,
      the broker's quotas and the ledger wiped, time from starting the operator
      to all N on the broker (its own throughput, without kubectl creating
-     objects in the API server, which bounds measure 1 at large N).
+     objects in the API server, which bounds measure 1 at large N);
+  6. the cost of standing still: CPU (% of one core) and RSS over --idle-seconds
+     with N resources and nothing changing, without and with ``spec.metrics``
+     (drift passes, then drift passes and broker scrapes);
+  7. the cost of a restart: from starting the operator with N resources present
+     (its ledger intact) to the first change applied.
+
+The physical limit of each figure, measured in the same run on the same stack
+with nothing else in between (kquota's own adapter and the Kubernetes client):
+listing the N objects from the API server, DescribeClientQuotas of everything,
+AlterClientQuotas of N entities in the fewest requests Kafka allows, one
+entity's alter + describe round trip, and the API server's status-write rate
+at the operator's concurrency. ``physical_limit_seconds`` (list + describe +
+alter) is the least any operator must spend from a cold start to N applied;
+each operator figure is printed and written as a multiple of its limit.
+
 Baselines in the same run: Kafka's own kafka-configs (ConfigCommand), one
 entity at a time, and kquota's own adapter sending one request per resource.
 
@@ -80,6 +95,22 @@ class SizeResult:
     narrow_passes: float = 0.0
     operator_only_seconds: float | None = None
     operator_only_per_second: float | None = None
+    # The physical limits (see the module docstring) and the operator's multiples of them.
+    limit_list_seconds: float = 0.0
+    limit_describe_all_seconds: float = 0.0
+    limit_alter_all_seconds: float = 0.0
+    limit_round_trip_seconds: float = 0.0
+    limit_status_writes_per_second: float = 0.0
+    physical_limit_seconds: float = 0.0
+    operator_only_vs_limit: float | None = None
+    p50_vs_round_trip: float | None = None
+    ready_vs_status_write_limit: float | None = None
+    # Standing still and restarting.
+    idle_cpu_percent: float | None = None
+    idle_rss_mib: float | None = None
+    idle_with_metrics_cpu_percent: float | None = None
+    idle_with_metrics_rss_mib: float | None = None
+    restart_to_first_change_seconds: float | None = None
 
 
 def _proc_stats(pid: int) -> tuple[float, float, float]:
@@ -157,8 +188,76 @@ def _wait_on_broker(admin: QuotaAdmin, expected: dict[int, float], timeout: floa
         time.sleep(0.2)
 
 
+def _limits(res: SizeResult, admin: QuotaAdmin, api: k8s.CustomObjectsApi, ns: str, n: int, writers: int) -> None:
+    """The physical limits, on the same stack, before the operator is started (nothing else runs)."""
+    t0 = time.monotonic()
+    cont: str | None = None
+    listed = 0
+    while True:
+        page = api.list_namespaced_custom_object(
+            GROUP, VERSION, ns, "clientquotas", limit=5000, **({"_continue": cont} if cont else {})
+        )
+        listed += len(page["items"])
+        cont = page["metadata"].get("continue")
+        if not cont:
+            break
+    res.limit_list_seconds = time.monotonic() - t0
+    assert listed == n, f"listed {listed} of {n}"
+
+    # Alter N fresh entities in the fewest requests (the adapter splits at Kafka's limits), until visible.
+    fresh = [EntityAlteration(Entity.for_user(f"limit-{i}"), (QuotaOp(P, 1000.0 + i),)) for i in range(n)]
+    t0 = time.monotonic()
+    results = admin.alter(fresh)
+    assert all(r.ok for r in results), [r.error_message for r in results if not r.ok][:3]
+    while sum(1 for e in admin.describe_all() if (e.user or "").startswith("limit-")) < n:
+        time.sleep(0.05)
+    res.limit_alter_all_seconds = time.monotonic() - t0
+    t0 = time.monotonic()
+    admin.describe_all()
+    res.limit_describe_all_seconds = time.monotonic() - t0
+
+    trips = []
+    for j in range(20):
+        entity = Entity.for_user(f"limit-{j}")
+        t0 = time.monotonic()
+        admin.alter([EntityAlteration(entity, (QuotaOp(P, 5000.0 + j),))])
+        while admin.describe_entity(entity).get(P) != 5000.0 + j:
+            time.sleep(0.005)
+        trips.append(time.monotonic() - t0)
+    res.limit_round_trip_seconds = statistics.median(trips)
+    admin.alter([EntityAlteration(a.entity, (QuotaOp(P, None),)) for a in fresh])
+    res.physical_limit_seconds = res.limit_list_seconds + res.limit_describe_all_seconds + res.limit_alter_all_seconds
+
+    # Status writes at the operator's concurrency: one merge patch of the status subresource per object.
+    sample = min(n, 2000)
+    body = {"status": {"observedGeneration": 1, "conditions": []}}
+
+    def write(i: int) -> None:
+        api.patch_namespaced_custom_object_status(GROUP, VERSION, ns, "clientquotas", f"q{i}", body)
+
+    t0 = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(writers) as pool:
+        list(pool.map(write, range(sample)))
+    res.limit_status_writes_per_second = sample / (time.monotonic() - t0)
+
+
+def _idle(operator: OperatorProcess, pid: int, seconds: float) -> tuple[float, float]:
+    """(CPU % of one core, RSS MiB) of the operator over ``seconds`` with nothing changing."""
+    _, _, cpu0 = _proc_stats(pid)
+    time.sleep(seconds)
+    rss, _, cpu1 = _proc_stats(pid)
+    return 100.0 * (cpu1 - cpu0) / seconds, rss
+
+
 def run_size(
-    n: int, changes: int, drift_runs: int, drift_interval: float, workdir: Path, create_clients: int = 1
+    n: int,
+    changes: int,
+    drift_runs: int,
+    drift_interval: float,
+    workdir: Path,
+    create_clients: int = 4,
+    idle_seconds: float = 60.0,
+    writers: int = 8,
 ) -> SizeResult:
     res = SizeResult(n=n, create_clients=create_clients)
     kafka = KafkaCluster.start(workdir / f"kafka-{n}")
@@ -169,14 +268,19 @@ def run_size(
         kube.apply_crds()
         ensure_ledger_namespace(kube)
         kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest("bench", kafka.bootstrap))
+        ns = kube.create_namespace("bench")
+        k8s_config.load_kube_config(config_file=str(kube.kubeconfig))
+        api = k8s.CustomObjectsApi()
+        # The limits first, with the N objects in the API server and no operator running.
+        _create_all(kube, ns, n, create_clients)
+        _limits(res, admin, api, ns, n, writers)
+        kube.kubectl("delete", "clientquotas", "--all", "-n", ns, "--wait=true", timeout=900)
+
         operator = OperatorProcess(
             kube, workdir / f"operator-{n}", default_cluster="bench", drift_interval=drift_interval, verbose=False
         ).start()
         assert operator.proc is not None
         pid = operator.proc.pid
-        ns = kube.create_namespace("bench")
-        k8s_config.load_kube_config(config_file=str(kube.kubeconfig))
-        api = k8s.CustomObjectsApi()
         _, _, cpu0 = _proc_stats(pid)
 
         expected = {i: 1000.0 + i for i in range(n)}
@@ -187,6 +291,7 @@ def run_size(
         while _count_ready(api, ns) < n:
             time.sleep(0.5)
         res.ready_seconds_after_last_create = time.monotonic() - last_create
+        res.ready_vs_status_write_limit = res.ready_seconds_after_last_create / (n / res.limit_status_writes_per_second)
         res.throughput_per_second = n / (res.create_seconds + res.broker_seconds_after_last_create)
         res.rss_mib, res.rss_peak_mib, cpu1 = _proc_stats(pid)
         res.cpu_seconds = cpu1 - cpu0
@@ -211,6 +316,7 @@ def run_size(
             res.latency_p50 = statistics.median(latencies)
             res.latency_p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
             res.latency_max = latencies[-1]
+            res.p50_vs_round_trip = res.latency_p50 / res.limit_round_trip_seconds
 
         for k in range(drift_runs):
             entity = Entity.for_user(f"bench-{n - 1 - k}")
@@ -221,6 +327,29 @@ def run_size(
                 time.sleep(0.02)
             res.drift_seconds.append(round(time.monotonic() - t0, 3))
         res.narrow_passes = operator.metric("kquota_reconcile_narrow_passes_total")
+
+        # 6. Standing still: drift passes only, then with the brokers' metrics read too.
+        if idle_seconds > 0:
+            res.idle_cpu_percent, res.idle_rss_mib = _idle(operator, pid, idle_seconds)
+            metrics = {"metrics": {"brokerEndpoints": [b.metrics_url for b in kafka.brokers]}}
+            kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest("bench", kafka.bootstrap, metrics))
+            time.sleep(min(10.0, idle_seconds))  # the first scrape and status writes are not standing still
+            res.idle_with_metrics_cpu_percent, res.idle_with_metrics_rss_mib = _idle(operator, pid, idle_seconds)
+            kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest("bench", kafka.bootstrap))
+
+        # 7. A restart with the ledger intact: from process start to the first change on the broker.
+        operator.stop()
+        value = 900_000
+        api.patch_namespaced_custom_object(
+            GROUP, VERSION, ns, "clientquotas", "q0", {"spec": {"quota": {"producerByteRate": value}}}
+        )
+        t0 = time.monotonic()
+        operator.start(timeout=300)
+        while admin.describe_entity(Entity.for_user("bench-0")).get(P) != float(value):
+            time.sleep(0.01)
+        res.restart_to_first_change_seconds = time.monotonic() - t0
+        expected[0] = float(value)
+        _wait_on_broker(admin, expected)
 
         # 5. The operator alone, from a cold start with everything to do.
         operator.stop()
@@ -237,6 +366,7 @@ def run_size(
             return res
         res.operator_only_seconds = time.monotonic() - t0
         res.operator_only_per_second = n / res.operator_only_seconds
+        res.operator_only_vs_limit = res.operator_only_seconds / res.physical_limit_seconds
         return res
     finally:
         admin.close()
@@ -290,8 +420,13 @@ def main() -> int:
     parser.add_argument("--drift-runs", type=int, default=3)
     parser.add_argument("--drift-interval", type=float, default=10.0)
     parser.add_argument(
-        "--create-clients", type=int, default=1, help="kubectl processes creating the resources side by side"
+        "--create-clients",
+        type=int,
+        default=os.cpu_count() or 2,
+        help="kubectl processes creating the resources side by side (default: one per core)",
     )
+    parser.add_argument("--idle-seconds", type=float, default=60.0, help="how long standing still is measured (0: not)")
+    parser.add_argument("--writers", type=int, default=8, help="concurrent status writes when measuring their limit")
     parser.add_argument("--kafka-configs-entities", type=int, default=10)
     parser.add_argument("--naive-entities", type=int, default=500)
     parser.add_argument("--out", type=Path, default=Path("bench/results/operator.json"))
@@ -302,7 +437,17 @@ def main() -> int:
     kc_rate = baseline_kafka_configs(workdir, args.kafka_configs_entities)
     naive_rate = baseline_one_request_per_resource(workdir, args.naive_entities)
     results = [
-        run_size(n, args.changes, args.drift_runs, args.drift_interval, workdir, args.create_clients) for n in sizes
+        run_size(
+            n,
+            args.changes,
+            args.drift_runs,
+            args.drift_interval,
+            workdir,
+            args.create_clients,
+            args.idle_seconds,
+            args.writers,
+        )
+        for n in sizes
     ]
 
     print(f"\nmachine: {platform.node()} {os.cpu_count()} cores, {platform.python_version()}")
@@ -328,6 +473,28 @@ def main() -> int:
                 if r.operator_only_seconds and r.operator_only_per_second
                 else f"{'-':>9} {'-':>9} {'-':>7}"
             )
+        )
+    print("\nphysical limits on the same stack, and the operator as a multiple of each")
+    header = (
+        f"{'N':>7} {'list s':>7} {'describe s':>10} {'alter N s':>9} {'limit s':>8} {'op-only x':>9} "
+        f"{'trip s':>7} {'p50 x':>6} {'writes/s':>8} {'ready x':>7} "
+        f"{'idle %cpu':>9} {'+metrics':>8} {'idle MiB':>8} {'restart s':>9}"
+    )
+    print(header)
+    print("-" * len(header))
+
+    def opt(x: float | None, fmt: str) -> str:
+        return "-" if x is None else format(x, fmt)
+
+    for r in results:
+        print(
+            f"{r.n:>7} {r.limit_list_seconds:7.2f} {r.limit_describe_all_seconds:10.2f} "
+            f"{r.limit_alter_all_seconds:9.2f} {r.physical_limit_seconds:8.2f} "
+            f"{opt(r.operator_only_vs_limit, '.1f'):>9} "
+            f"{r.limit_round_trip_seconds:7.3f} {opt(r.p50_vs_round_trip, '.1f'):>6} "
+            f"{r.limit_status_writes_per_second:8.0f} {opt(r.ready_vs_status_write_limit, '.1f'):>7} "
+            f"{opt(r.idle_cpu_percent, '.1f'):>9} {opt(r.idle_with_metrics_cpu_percent, '.1f'):>8} "
+            f"{opt(r.idle_rss_mib, '.0f'):>8} {opt(r.restart_to_first_change_seconds, '.2f'):>9}"
         )
     doc = {
         "machine": {"node": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version()},
