@@ -165,3 +165,38 @@ class TestLedgerFormat:
         # More in test_ledger_versions.py: a newer format is refused, never guessed at.
         with pytest.raises(LedgerFromNewerOperator, match="format version 99"):
             decode_shard('{"version": 99, "entries": []}')
+
+
+def test_entities_sort_by_user_then_client_id_then_ip_name_with_unnamed_parts_first() -> None:
+    """The order every plan, ledger shard and `kquota plan` table uses, written out by hand.
+
+    A part with no name (a default, or absent) sorts before any name; among
+    entities equal by name, fewer parts come first.
+    """
+    shuffled = [
+        Entity.for_ip("10.0.0.1"),
+        Entity.for_pair("alice", "app"),
+        Entity.for_client("app"),
+        Entity.for_user("bob"),
+        Entity.for_pair("alice", None),
+        Entity.for_user(None),
+        Entity.for_ip(None),
+        Entity.for_user("alice"),
+        Entity.for_client(None),
+        Entity.for_pair(None, None),
+    ]
+    expected = [
+        Entity.for_ip(None),
+        Entity.for_client(None),
+        Entity.for_user(None),
+        Entity.for_pair(None, None),
+        Entity.for_ip("10.0.0.1"),
+        Entity.for_client("app"),
+        Entity.for_user("alice"),
+        Entity.for_pair("alice", None),
+        Entity.for_pair("alice", "app"),
+        Entity.for_user("bob"),
+    ]
+    assert sorted(shuffled, key=Entity.sort_key) == expected
+    the_plan = plan({e: {P: 1.0} for e in shuffled if not e.has_ip}, {}, {})
+    assert [c.entity for c in the_plan.changes] == [e for e in expected if not e.has_ip]

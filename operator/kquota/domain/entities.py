@@ -167,13 +167,23 @@ class Entity:
             segs += ["ips", show(self.ip)]
         return "/".join(segs)
 
-    def sort_key(self) -> tuple[tuple[bool, str], ...]:
-        """Deterministic order (defaults first within a type); ``None`` is not comparable."""
+    def sort_key(self) -> tuple[bool | str, ...]:
+        """Deterministic order (defaults first within a type); ``None`` is not comparable.
+
+        One flat tuple, built without a generator: every full pass sorts every
+        entity, and at 10,000 entities the nested form was most of the plan's time.
+        """
+        user, client_id, ip = self.user, self.client_id, self.ip
         return (
-            *((v is not None, v or "") for v in (self.user, self.client_id, self.ip)),
-            (self.has_user, ""),
-            (self.has_client_id, ""),
-            (self.has_ip, ""),
+            user is not None,
+            user or "",
+            client_id is not None,
+            client_id or "",
+            ip is not None,
+            ip or "",
+            self.has_user,
+            self.has_client_id,
+            self.has_ip,
         )
 
     def __str__(self) -> str:
