@@ -16,16 +16,22 @@ Measures, for each N in --sizes:
      with N resources and nothing changing, without and with ``spec.metrics``
      (drift passes, then drift passes and broker scrapes);
   7. the cost of a restart: from starting the operator with N resources present
-     (its ledger intact) to the first change applied.
+     (its ledger intact) to the first change applied;
+  8. standing still again with the shipped defaults (drift check every 60 s,
+     metrics every 5 s): measure 6 uses --drift-interval (10 s) so that measure 3
+     stays short, which makes every idle minute six full passes instead of one.
 
 The physical limit of each figure, measured in the same run on the same stack
 with nothing else in between (kquota's own adapter and the Kubernetes client):
 listing the N objects from the API server, DescribeClientQuotas of everything,
 AlterClientQuotas of N entities in the fewest requests Kafka allows, one
-entity's alter + describe round trip, and the API server's status-write rate
+entity's alter + describe round trip, the API server's delivery of one change
+to a watcher (patch sent to watch event received), and its status-write rate
 at the operator's concurrency. ``physical_limit_seconds`` (list + describe +
 alter) is the least any operator must spend from a cold start to N applied;
-each operator figure is printed and written as a multiple of its limit.
+watch delivery + round trip is the least a single change can take from
+``kubectl patch`` to the broker; each operator figure is printed and written
+as a multiple of its limit.
 
 Baselines in the same run: Kafka's own kafka-configs (ConfigCommand), one
 entity at a time, and kquota's own adapter sending one request per resource.
@@ -42,8 +48,10 @@ import concurrent.futures
 import json
 import os
 import platform
+import queue
 import statistics
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -59,9 +67,11 @@ from harness.operator_proc import (
 )
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
+from kubernetes import watch as k8s_watch
 
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.kafka.quotas import ConnectionSettings, EntityAlteration, QuotaAdmin, QuotaOp
+from kquota.reconcile.settings import OperatorSettings
 
 GROUP, VERSION = "kquota.io", "v1alpha1"
 P = QuotaKey.PRODUCER_BYTE_RATE
@@ -100,10 +110,13 @@ class SizeResult:
     limit_describe_all_seconds: float = 0.0
     limit_alter_all_seconds: float = 0.0
     limit_round_trip_seconds: float = 0.0
+    limit_watch_delivery_seconds: float = 0.0
+    limit_change_seconds: float = 0.0
     limit_status_writes_per_second: float = 0.0
     physical_limit_seconds: float = 0.0
     operator_only_vs_limit: float | None = None
     p50_vs_round_trip: float | None = None
+    p50_vs_change_limit: float | None = None
     ready_vs_status_write_limit: float | None = None
     # Standing still and restarting.
     idle_cpu_percent: float | None = None
@@ -111,6 +124,9 @@ class SizeResult:
     idle_with_metrics_cpu_percent: float | None = None
     idle_with_metrics_rss_mib: float | None = None
     restart_to_first_change_seconds: float | None = None
+    idle_default_drift_interval: float | None = None
+    idle_default_cpu_percent: float | None = None
+    idle_default_with_metrics_cpu_percent: float | None = None
 
 
 def _proc_stats(pid: int) -> tuple[float, float, float]:
@@ -225,6 +241,8 @@ def _limits(res: SizeResult, admin: QuotaAdmin, api: k8s.CustomObjectsApi, ns: s
             time.sleep(0.005)
         trips.append(time.monotonic() - t0)
     res.limit_round_trip_seconds = statistics.median(trips)
+    res.limit_watch_delivery_seconds = _watch_delivery(api, ns, min(n, 20))
+    res.limit_change_seconds = res.limit_watch_delivery_seconds + res.limit_round_trip_seconds
     admin.alter([EntityAlteration(a.entity, (QuotaOp(P, None),)) for a in fresh])
     res.physical_limit_seconds = res.limit_list_seconds + res.limit_describe_all_seconds + res.limit_alter_all_seconds
 
@@ -239,6 +257,49 @@ def _limits(res: SizeResult, admin: QuotaAdmin, api: k8s.CustomObjectsApi, ns: s
     with concurrent.futures.ThreadPoolExecutor(writers) as pool:
         list(pool.map(write, range(sample)))
     res.limit_status_writes_per_second = sample / (time.monotonic() - t0)
+
+
+def _watch_delivery(api: k8s.CustomObjectsApi, ns: str, samples: int) -> float:
+    """Median seconds from a spec patch sent to its watch event received (a plain watcher, no operator)."""
+    listing = api.list_namespaced_custom_object(GROUP, VERSION, ns, "clientquotas", limit=1)
+    events: queue.Queue[tuple[str, str, float]] = queue.Queue()
+    stop = threading.Event()
+
+    def watch() -> None:
+        w = k8s_watch.Watch()
+        for ev in w.stream(
+            api.list_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            ns,
+            "clientquotas",
+            resource_version=listing["metadata"]["resourceVersion"],
+            timeout_seconds=120,
+        ):
+            meta = ev["object"]["metadata"]
+            events.put((meta["name"], meta["resourceVersion"], time.monotonic()))
+            if stop.is_set():
+                w.stop()
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    delays = []
+    for j in range(samples):
+        t0 = time.monotonic()
+        obj = api.patch_namespaced_custom_object(
+            GROUP, VERSION, ns, "clientquotas", f"q{j}", {"spec": {"quota": {"producerByteRate": 7000 + j}}}
+        )
+        version = obj["metadata"]["resourceVersion"]
+        while True:
+            name, seen, at = events.get(timeout=30)
+            if name == f"q{j}" and seen == version:
+                delays.append(at - t0)
+                break
+    stop.set()
+    # One more event lets the watcher see the flag and end its stream.
+    api.patch_namespaced_custom_object(GROUP, VERSION, ns, "clientquotas", "q0", {"metadata": {"labels": {"w": "1"}}})
+    thread.join(timeout=10)
+    return statistics.median(delays)
 
 
 def _idle(operator: OperatorProcess, pid: int, seconds: float) -> tuple[float, float]:
@@ -320,6 +381,7 @@ def run_size(
             res.latency_p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
             res.latency_max = latencies[-1]
             res.p50_vs_round_trip = res.latency_p50 / res.limit_round_trip_seconds
+            res.p50_vs_change_limit = res.latency_p50 / res.limit_change_seconds
 
         for k in range(drift_runs):
             entity = Entity.for_user(f"bench-{n - 1 - k}")
@@ -353,6 +415,22 @@ def run_size(
         res.restart_to_first_change_seconds = time.monotonic() - t0
         expected[0] = float(value)
         _wait_on_broker(admin, expected)
+
+        # 8. Standing still with the shipped defaults, after a restart (its first passes settle first).
+        if idle_seconds > 0:
+            operator.stop()
+            operator.drift_interval = float(OperatorSettings.model_fields["drift_interval"].default)
+            res.idle_default_drift_interval = operator.drift_interval
+            operator.start(timeout=300)
+            pid = operator.proc.pid if operator.proc is not None else pid
+            time.sleep(min(15.0, idle_seconds))
+            res.idle_default_cpu_percent, _ = _idle(operator, pid, idle_seconds)
+            metrics = {"metrics": {"brokerEndpoints": [b.metrics_url for b in kafka.brokers]}}
+            kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest("bench", kafka.bootstrap, metrics))
+            # The first reading writes status.observed of every resource once: that is not standing still.
+            time.sleep(min(30.0, idle_seconds))
+            res.idle_default_with_metrics_cpu_percent, _ = _idle(operator, pid, idle_seconds)
+            kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest("bench", kafka.bootstrap))
 
         # 5. The operator alone, from a cold start with everything to do.
         operator.stop()
@@ -480,8 +558,8 @@ def main() -> int:
     print("\nphysical limits on the same stack, and the operator as a multiple of each")
     header = (
         f"{'N':>7} {'list s':>7} {'describe s':>10} {'alter N s':>9} {'limit s':>8} {'op-only x':>9} "
-        f"{'trip s':>7} {'p50 x':>6} {'writes/s':>8} {'ready x':>7} "
-        f"{'idle %cpu':>9} {'+metrics':>8} {'idle MiB':>8} {'restart s':>9}"
+        f"{'trip s':>7} {'p50 x':>6} {'watch s':>7} {'p50 xc':>6} {'writes/s':>8} {'ready x':>7} "
+        f"{'idle %cpu':>9} {'+metrics':>8} {'dflt %cpu':>9} {'+metrics':>8} {'idle MiB':>8} {'restart s':>9}"
     )
     print(header)
     print("-" * len(header))
@@ -495,8 +573,10 @@ def main() -> int:
             f"{r.limit_alter_all_seconds:9.2f} {r.physical_limit_seconds:8.2f} "
             f"{opt(r.operator_only_vs_limit, '.1f'):>9} "
             f"{r.limit_round_trip_seconds:7.3f} {opt(r.p50_vs_round_trip, '.1f'):>6} "
+            f"{r.limit_watch_delivery_seconds:7.3f} {opt(r.p50_vs_change_limit, '.1f'):>6} "
             f"{r.limit_status_writes_per_second:8.0f} {opt(r.ready_vs_status_write_limit, '.1f'):>7} "
             f"{opt(r.idle_cpu_percent, '.1f'):>9} {opt(r.idle_with_metrics_cpu_percent, '.1f'):>8} "
+            f"{opt(r.idle_default_cpu_percent, '.1f'):>9} {opt(r.idle_default_with_metrics_cpu_percent, '.1f'):>8} "
             f"{opt(r.idle_rss_mib, '.0f'):>8} {opt(r.restart_to_first_change_seconds, '.2f'):>9}"
         )
     doc = {
