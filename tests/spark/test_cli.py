@@ -141,6 +141,75 @@ def test_advise_writes_valid_manifests_and_reports(
     assert "CN=etl,OU=data" in html
 
 
+def applied_now(path: Path) -> Path:
+    """What a team applies today: the default as recommended for produce, too generous for fetch; the heavy
+    producer held at 10Mi with no fetch quota; alice with an override the advice no longer needs."""
+
+    def cq(name: str, user: dict[str, Any], quota: dict[str, Any]) -> dict[str, Any]:
+        meta = {"name": name, "namespace": "team-a"}
+        return {"apiVersion": "kquota.io/v1alpha1", "kind": "ClientQuota", "metadata": meta,
+                "spec": {"entity": {"user": user}, "quota": quota}}  # fmt: skip
+
+    path.mkdir()
+    (path / "defaults.yaml").write_text(
+        yaml.safe_dump(cq("default-user", {"default": True}, {"producerByteRate": "400Ki", "consumerByteRate": "1Mi"}))
+    )
+    (path / "teams.yaml").write_text(
+        yaml.safe_dump_all(
+            [
+                cq("etl", {"name": "CN=etl,OU=data"}, {"producerByteRate": "10Mi"}),
+                cq("alice", {"name": "alice"}, {"producerByteRate": "1Mi"}),
+                {"apiVersion": "kquota.io/v1alpha1", "kind": "KafkaCluster", "metadata": {"name": "prod"}},
+            ]
+        )
+    )
+    return path
+
+
+def test_advise_says_what_changes_against_the_quotas_applied_now(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = write_input(tmp_path, "csv", spark)
+    out = tmp_path / "advice"
+    current = applied_now(tmp_path / "applied")
+    assert run(["advise", "--input", str(source), "--out", str(out), "--current", str(current), "--quiet"]) == 0
+    summary = capsys.readouterr().out
+    assert f"Against the quotas applied now ({current}, 3 ClientQuotas): " in summary
+    assert "1 added, 1 raised, 1 lowered, 1 dropped, 1 unchanged." in summary
+    report = json.loads((out / "report.json").read_text())["changes"]
+    got = {(r["entity"], r["resource"]): (r["action"], r["current"], r["recommended"]) for r in report["rows"]}
+    assert got == {
+        ("users/<default>", "produce"): ("keep", 400 * 1024, 400 * 1024),
+        ("users/<default>", "fetch"): ("lower", MI, 500 * 1024),
+        ("users/CN=etl,OU=data", "produce"): ("raise", 10 * MI, 15 * MI),
+        ("users/CN=etl,OU=data", "fetch"): ("add", None, 20 * MI),
+        ("users/alice", "produce"): ("drop", MI, None),
+    }
+    assert report["skipped"] == [f"{current / 'teams.yaml'} (document 3): a KafkaCluster, not a ClientQuota"]
+    assert "  drop users/alice produce: 1 MiB/s -> not set" in summary
+    assert "  raise users/CN=etl,OU=data produce: 10 MiB/s -> 15 MiB/s (+50%)" in summary
+    html = (out / "report.html").read_text()
+    # The comparison sits right under the headline, before the recommended quotas.
+    assert html.index("Against what is applied now") < html.index("Recommended quotas")
+    assert "1 added, 1 raised, 1 lowered, 1 dropped, 1 unchanged" in html
+
+
+def test_a_bad_current_manifest_stops_advise_before_any_work(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = write_input(tmp_path, "csv", spark)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"apiVersion": "kquota.io/v1alpha1", "kind": "ClientQuota",
+                                   "metadata": {"name": "a"}, "spec": {"entity": {"user": {"name": "a"}},
+                                   "quota": {"producerByteRate": "lots"}}}))  # fmt: skip
+    code = run(["advise", "--input", str(source), "--out", str(tmp_path / "o"),
+                "--current", str(bad), "--quiet"])  # fmt: skip
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"bad input: --current {bad}: not a valid ClientQuota: spec.quota.producerByteRate" in err
+    assert not (tmp_path / "o").exists()
+
+
 def test_advise_reports_bad_input_and_exits_2(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.csv"
     bad.write_text("timestamp,broker,user\n2024-05-01T00:00:00Z,1,alice\n")

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kquota.advisor import load
+from kquota.advisor import current, load
 from kquota.api import ClientQuota, TopicQuota, byte_rate
 
 pytestmark = pytest.mark.spark
@@ -160,7 +160,7 @@ def report_with(overrides: int) -> dict[str, Any]:
             r |= {"throttled_share": 0.4, "demand_capped": True}
         recs.append(r)
     for r in recs:
-        r["entity"] = load.entity_display(r["kind"], r["user"], r["client_id"], r["is_default"])
+        r["entity"] = current.entity_display(r["kind"], r["user"], r["client_id"], r["is_default"])
     capacity = [
         {
             "broker": b,

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kquota.advisor.current import read_current
 from kquota.cli import export as export_cmd
 from kquota.cli.connect import Quotas, Target
 from kquota.cli.export import unmanaged
@@ -155,3 +156,21 @@ def test_unmanaged_only_and_all_exclude_each_other(capsys: pytest.CaptureFixture
         main(["export", "--bootstrap-server", "kafka:9092", "--all", "--unmanaged-only"])
     assert info.value.code == 1
     assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_export_output_is_what_advise_current_reads(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`kquota export --all > applied.yaml` then `kquota advise --current applied.yaml` (docs/advisor.md)."""
+    # run_export puts the fakes of the cluster in place (and checks an export works at all).
+    code, _, _ = run_export(["--all"], NO_CLUSTER, monkeypatch, capsys)
+    assert code == 0
+    assert main(["export", "--bootstrap-server", "kafka:9092", "--all"]) == 0
+    applied = tmp_path / "applied.yaml"
+    applied.write_text(capsys.readouterr().out)
+    current = read_current(str(applied))
+    expected = {
+        ("user", e.user, None, False): {{P: "produce", C: "fetch", R: "request"}[k]: v for k, v in values.items()}
+        for e, values in LIVE.items()
+    }
+    assert current.quotas == expected and current.skipped == []

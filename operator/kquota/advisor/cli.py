@@ -99,6 +99,11 @@ def add_subcommands(subparsers: Any) -> None:
     io.add_argument("--namespace", help="metadata.namespace of the manifests (and of kustomization.yaml)")
     io.add_argument("--cluster-ref", help="spec.clusterRef of the manifests (a KafkaCluster name)")
     io.add_argument("--quiet", action="store_true", help="no progress output, only the summary")
+    io.add_argument(
+        "--current",
+        help="the ClientQuotas applied now (a YAML file or directory: the manifests in Git, or `kquota export` "
+        "output): the report then says what the advice adds, raises, lowers and drops",
+    )
 
     method = advise.add_argument_group("method (see docs/advisor.md)")
     method.add_argument(
@@ -306,6 +311,7 @@ def run_advise(args: argparse.Namespace) -> int:
         skew=args.clock_skew,
         skew_tolerance=dt.timedelta(seconds=args.skew_tolerance),
         progress=not args.quiet,
+        current=args.current,
     )
     spark = spark_session(args.master, conf=dict(args.conf))
     try:

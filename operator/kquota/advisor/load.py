@@ -100,17 +100,6 @@ def slug(name: str) -> str:
     return f"{readable}-{digest}" if readable else f"x-{digest}"
 
 
-def entity_display(kind: str, user: str | None, client_id: str | None, is_default: bool) -> str:
-    """The entity as kafka-configs shows it: users/alice, clients/<default>, users/alice/clients/app."""
-    u = "<default>" if is_default else user
-    c = "<default>" if is_default else client_id
-    if kind == "user":
-        return f"users/{u}"
-    if kind == "client-id":
-        return f"clients/{c}"
-    return f"users/{u}/clients/{c}"
-
-
 def client_quota_name(kind: str, user: str | None, client_id: str | None, is_default: bool) -> str:
     if is_default:
         return {"user": "default-user", "client-id": "default-client-id"}.get(kind, "default-user-client-id")
@@ -523,6 +512,52 @@ def _headline(report: Mapping[str, Any]) -> str:
     return "<div class='headline'><h2>Recommendation</h2><ul>" + "".join(items) + "</ul></div>"
 
 
+def _changes_section(changes: Mapping[str, Any]) -> str:
+    """Every change against the quotas applied now (unchanged keys counted, not listed)."""
+    counts = changes["counts"]
+    words = {"add": "added", "raise": "raised", "lower": "lowered", "drop": "dropped", "keep": "unchanged"}
+    summary = ", ".join(f"{counts[a]} {words[a]}" for a in words if counts.get(a)) or "nothing to compare"
+    rows = [
+        r
+        | {
+            "current_text": "not set" if r["current"] is None else human_value(r["resource"], r["current"]),
+            "recommended_text": "not set" if r["recommended"] is None else human_value(r["resource"], r["recommended"]),
+            "change_percent_text": "-" if r["change_percent"] is None else f"{r['change_percent']:+g}%",
+        }
+        for r in changes["rows"]
+        if r["action"] != "keep"
+    ]
+    parts = [
+        "<h2>Against what is applied now</h2>",
+        f"<p>{html.escape(str(changes['manifests']))} ClientQuotas from {html.escape(str(changes['source']))}: "
+        f"<b>{html.escape(summary)}</b>. <i>drop</i> means set now and not recommended: applied with pruning, "
+        "the entity falls back to a default.</p>",
+    ]
+    if rows:
+        parts.append(
+            _table(
+                rows,
+                [
+                    ("action", "change"),
+                    ("entity", "entity"),
+                    ("resource", "resource"),
+                    ("current", "applied now"),
+                    ("recommended", "recommended"),
+                    ("change_percent", "change"),
+                ],
+                limit=None,
+            )
+        )
+    if changes["skipped"]:
+        parts.append(
+            "<p>Not compared: "
+            + "; ".join(html.escape(s) for s in changes["skipped"][:20])
+            + (f" and {len(changes['skipped']) - 20} more" if len(changes["skipped"]) > 20 else "")
+            + "</p>"
+        )
+    return "".join(parts)
+
+
 _STYLE: Final = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.85em; }
@@ -550,6 +585,8 @@ def render_html(report: Mapping[str, Any], top_n: int = 20) -> str:
         f"{html.escape(_input_text(report['input']))}.</p>",
         _headline(report),
     ]
+    if report.get("changes"):
+        parts.append(_changes_section(report["changes"]))
     recs = [
         _with_units(r, r["resource"], ("quota", "basis")) | {"throttled_share_text": _share(r.get("throttled_share"))}
         for r in report["recommendations"]

@@ -29,7 +29,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
-from kquota.advisor import extract, load, schema, transform
+from kquota.advisor import current, extract, load, schema, transform
 from kquota.advisor.params import Format, Params, ReportFormat, SkewPolicy, local_driver_memory
 
 #: Largest number of per-entity rows put into the JSON and HTML reports (all of them go to Parquet).
@@ -51,6 +51,8 @@ class AdviseOptions:
     now: dt.datetime | None = None
     top_n: int = 20
     progress: bool = True
+    #: ClientQuota manifests applied now (file or directory), compared with the advice in the report.
+    current: str | None = None
 
 
 @dataclass
@@ -216,7 +218,7 @@ def _entity_rows(flagged: list[dict[str, Any]], effective: dict[tuple[Any, ...],
         out.append(
             dict(
                 row,
-                entity=load.entity_display(row["kind"], row["user"], row["client_id"], False),
+                entity=current.entity_display(row["kind"], row["user"], row["client_id"], False),
                 quota=effective.get(key),
             )
         )
@@ -286,6 +288,29 @@ def _spark_facts(spark: SparkSession) -> dict[str, Any]:
     return facts
 
 
+def _change_lines(changes: Mapping[str, Any], most: int = 10) -> list[str]:
+    """The comparison with what is applied now: the counts, then the defaults and the largest changes."""
+    lines = [current.summary_line(changes)]
+    moved = [r for r in changes["rows"] if r["action"] != "keep"]
+
+    def size(r: Mapping[str, Any]) -> float:
+        return float("inf") if r["change_percent"] is None else abs(r["change_percent"])
+
+    shown = sorted(moved, key=lambda r: (not r["is_default"], -size(r)))[:most]
+    for r in shown:
+        now = load.human_value(r["resource"], r["current"]) if r["current"] is not None else "not set"
+        new = load.human_value(r["resource"], r["recommended"]) if r["recommended"] is not None else "not set"
+        pct = "" if r["change_percent"] is None else f" ({r['change_percent']:+g}%)"
+        lines.append(f"  {r['action']} {r['entity']} {r['resource']}: {now} -> {new}{pct}")
+    if len(moved) > most:
+        lines.append(f"  ... and {len(moved) - most} more changes (see the report)")
+    for note in changes["skipped"][:3]:
+        lines.append(f"  not compared: {note}")
+    if len(changes["skipped"]) > 3:
+        lines.append(f"  not compared: {len(changes['skipped']) - 3} more documents (see report.json)")
+    return lines
+
+
 def summarise(report: Mapping[str, Any]) -> str:
     """A few lines a person reads at the end of a run: what was recommended and why."""
     v = report["validation"]["clients"]
@@ -301,9 +326,11 @@ def summarise(report: Mapping[str, Any]) -> str:
         sp = report["spark"]
         rss = "" if sp["driver_peak_rss_mib"] is None else f", driver peak memory {sp['driver_peak_rss_mib']:,} MiB"
         lines.append(f"Spark {sp['version']} on {sp['master']}: driver memory {sp['driver_memory']}{rss}.")
+    if report.get("changes"):
+        lines += _change_lines(report["changes"])
     headroom = f"{p['headroom'] * 100:g}%"
     for d in (r for r in report["recommendations"] if r["is_default"]):
-        entity = load.entity_display(d["kind"], None, None, True)
+        entity = current.entity_display(d["kind"], None, None, True)
         lines.append(
             f"{d['resource']}: default {entity} = {load.human_value(d['resource'], d['quota'])} "
             f"(p{p['default_percentile'] * 100:g} of {d['population']} non-outlier p99s = "
@@ -337,6 +364,11 @@ def advise(spark: SparkSession, options: AdviseOptions, echo: Callable[[str], No
     say = echo or (lambda text: print(text, file=sys.stderr))
     now = options.now or dt.datetime.now(dt.UTC)
     inputs = extract.locate(options.input, options.topic_input, options.format)
+    # Read before any Spark work: a typo in --current should cost seconds, not the whole run.
+    try:
+        applied = current.read_current(options.current) if options.current else None
+    except (ValueError, FileNotFoundError) as exc:
+        raise schema.InputError(str(exc)) from exc
     master = spark.sparkContext.master
     say(f"kquota advise: {inputs.clients} ({inputs.format}) on Spark {spark.version}, master {master}")
     with Progress(spark, enabled=options.progress) as progress:
@@ -383,7 +415,7 @@ def advise(spark: SparkSession, options: AdviseOptions, echo: Callable[[str], No
                 tables.update(topics=per_topic, topic_brokers=per_topic_broker)
             progress.step("writing manifests and reports")
             for r in recs:
-                r["entity"] = load.entity_display(r["kind"], r["user"], r["client_id"], r["is_default"])
+                r["entity"] = current.entity_display(r["kind"], r["user"], r["client_id"], r["is_default"])
             recs.sort(key=lambda r: (not r["is_default"], r["resource"], r["entity"]))
             capacity.sort(key=lambda r: (r["resource"], r["broker"]))
             entities = _entity_rows(flagged, _effective(recs))
@@ -408,6 +440,8 @@ def advise(spark: SparkSession, options: AdviseOptions, echo: Callable[[str], No
                 "entities": entities[:MAX_REPORT_ENTITIES],
                 "entities_total": len(entities),
             }
+            if applied is not None:
+                report["changes"] = current.changes(recs, applied)
             report["spark"] = _spark_facts(spark)
             report["summary"] = summarise(report)
             header = (
