@@ -29,8 +29,9 @@ $(VENV)/.installed: pyproject.toml
 venv: $(VENV)/.installed
 
 # Debian packages some tests drive for real: Prometheus (scrapes the brokers),
-# zsh and fish (the completion scripts are checked by the shells themselves).
-SYSTEM_COMMANDS := prometheus zsh fish
+# zsh and fish (the completion scripts are checked by the shells themselves),
+# chromium (the advisor's HTML report is opened in a real browser).
+SYSTEM_COMMANDS := prometheus zsh fish chromium
 system-packages:
 	@missing=""; for c in $(SYSTEM_COMMANDS); do command -v $$c >/dev/null || missing="$$missing $$c"; done; \
 	if [ -n "$$missing" ]; then \
