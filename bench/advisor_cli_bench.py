@@ -8,10 +8,11 @@ machine, how long does it take, and how much memory does its driver hold?
 1. The synthetic samples of ``advisor_bench.spark_samples`` (same formula:
    E users, B brokers, a heavy tail of every 97th user) are written once as
    Parquet under ``--workdir`` (kept between runs: generation is not timed).
-2. ``kquota advise --input DIR --out OUT --quiet`` runs as a subprocess with
-   the defaults (no ``--conf``, no ``SPARK_DRIVER_MEMORY``): wall time, CPU
+2. ``kquota advise --input DIR --out OUT`` runs as a subprocess with the
+   defaults (no ``--conf``, no ``SPARK_DRIVER_MEMORY``): wall time, CPU
    seconds of its whole process tree (Python and the driver JVM, sampled from
-   ``/proc``), and the driver's peak resident memory as the report records it.
+   ``/proc``), the driver's peak resident memory as the report records it, and
+   the seconds of each step from its progress lines (the stage profile).
 3. The baseline in the same run: a minimal hand-written PySpark job on the same
    files and the same machine, also with Spark's defaults except the driver
    memory the advisor chose: read, one row per (user, resource), the exact
@@ -30,6 +31,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -135,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.workdir / "advice"
     kquota = str(Path(sys.executable).with_name("kquota"))
     wall, cpu, rc = timed(
-        [kquota, "advise", "--input", str(data), "--format", "parquet", "--out", str(out), "--quiet"],
+        [kquota, "advise", "--input", str(data), "--format", "parquet", "--out", str(out)],
         args.workdir / "advise.log",
     )
     result: dict[str, Any] = {
@@ -149,7 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         report = json.loads((out / "report.json").read_text())
         spark = report.get("spark", {})
+        # The stage profile: the advisor's own progress lines ("  <step>: done in X s").
+        steps = re.findall(r"^  (.+): done in ([0-9.]+) s$", (args.workdir / "advise.log").read_text(), re.MULTILINE)
         result["advise"].update(
+            steps_seconds={name: float(seconds) for name, seconds in steps},
             samples_per_second=round(args.samples / wall),
             driver_memory=spark.get("driver_memory"),
             driver_peak_rss_mib=spark.get("driver_peak_rss_mib"),
