@@ -135,6 +135,24 @@ def test_an_empty_directory_is_an_error(spark: Any, tmp_path: Path) -> None:
         extract.read(spark, str(tmp_path / "in"), "parquet")
 
 
+def test_rows_whose_keys_hash_alike_are_not_duplicates(spark: Any) -> None:
+    """Duplicates are found by a hash of the key first; a shared hash alone merges nothing."""
+    from pyspark.sql import functions as sf
+
+    rows = [
+        {"user": "x", "client_id": None, "produce_byte_rate": 10.0},
+        {"user": None, "client_id": "x", "produce_byte_rate": 20.0},
+    ]
+    df = clients(spark, rows)
+    # The premise: xxhash64 skips nulls, so these two different keys share a hash.
+    hashes = {r[0] for r in df.select(sf.xxhash64("timestamp", "broker", "user", "client_id")).collect()}
+    assert len(hashes) == 1
+    clean, report = validate(df)
+    assert (report.rows_valid, report.duplicates_dropped, report.conflicting_duplicates) == (2, 0, 0)
+    assert report.notes == []
+    assert clean.count() == 2
+
+
 def test_duplicate_rows_are_merged_keeping_the_largest_value_and_counted(spark: Any) -> None:
     rows = [
         {"user": "alice", "produce_byte_rate": 10.0, "fetch_byte_rate": 1.0},

@@ -356,10 +356,18 @@ def _nan_to_null(df: DataFrame, metrics: tuple[str, ...]) -> DataFrame:
 def _dedupe(df: DataFrame, key: tuple[str, ...], values: tuple[str, ...]) -> tuple[DataFrame, int, int]:
     """Merge rows sharing a key (largest value of each column); count dropped rows and conflicting keys."""
     n = sf.count(sf.lit(1))
-    # Most inputs have no duplicates: count them over the key columns alone first (a small shuffle), and
-    # pay for the per-column merge below only when there is something to merge.
-    counted = df.groupBy(*key).agg(n.alias("_n")).agg(sf.sum(sf.col("_n") - 1).alias("dropped")).first()
-    dropped = int((counted["dropped"] if counted is not None else 0) or 0)
+
+    def surplus(*by: Column) -> int:
+        counted = df.groupBy(*by).agg(n.alias("_n")).agg(sf.sum(sf.col("_n") - 1).alias("dropped")).first()
+        return int((counted["dropped"] if counted is not None else 0) or 0)
+
+    # Most inputs have no duplicates. Rows with the same key have the same 64-bit hash of it, so no two
+    # rows sharing a hash means no duplicates, exactly; grouping by one long instead of four columns
+    # (two of them strings) shuffles a third of the bytes: 15 s instead of 44 s at 10M samples here.
+    # A shared hash is a duplicate or (rarely) a collision: only then count over the key itself.
+    if surplus(sf.xxhash64(*key)) == 0:
+        return df, 0, 0
+    dropped = surplus(*[sf.col(k) for k in key])
     if dropped == 0:
         return df, 0, 0
     # The copies of a key conflict when they disagree on some value: different values, or some null and some not.
