@@ -249,7 +249,7 @@ def test_operator_memory_from_the_kubelet_summary_api(release: Release) -> None:
 
 
 def test_helm_uninstall_leaves_finalizers_and_quota_keys(release: Release) -> None:
-    """What `helm uninstall` does today (docs/install.md, "Uninstall"): the operator goes with the
+    """What `helm uninstall` does today (docs/install.md, "Uninstalling"): the operator goes with the
     release, so nothing removes kquota's finalizers: the chart's KafkaCluster stays Terminating,
     quota resources keep their finalizer and their keys stay on the broker. Runs last."""
     team = new_team(release.node)
