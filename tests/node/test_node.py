@@ -13,6 +13,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -246,6 +247,39 @@ def test_operator_memory_from_the_kubelet_summary_api(release: Release) -> None:
     limit = 512 * 1024 * 1024
     print(f"\noperator working set (MiB): { {k: round(v / 2**20, 1) for k, v in used.items()} }")
     assert all(0 < v < limit for v in used.values()), used
+
+
+def test_helm_upgrade_to_a_new_image_tag_loses_no_change(release: Release) -> None:
+    """A rolling update to another tag while a quota keeps changing: the last change lands."""
+    image = images.ensure_operator_image(tag=f"upgrade-{uuid.uuid4().hex[:6]}")
+    release.node.import_image(image.archive)
+    team = new_team(release.node)
+    user = f"frank-{uuid.uuid4().hex[:6]}"
+
+    def set_rate(rate: int) -> None:
+        apply(release.node.api, client_quota(team, "frank", {"user": {"name": user}}, {"producerByteRate": rate},
+                                             cluster=release.cluster))  # fmt: skip
+
+    set_rate(1000)
+    release.wait_broker(user, "producer_byte_rate=1000.0")
+    values = install_values(image, release.kafka, release.cluster)
+    with ThreadPoolExecutor(1) as pool:
+        upgrade = pool.submit(
+            release.helm, "upgrade", release.name, str(CHART), "--namespace", release.namespace, "--values", "-",
+            "--wait", "--timeout", "180s", input=json.dumps(values), timeout=240,
+        )  # fmt: skip
+        rate = 1000
+        while not upgrade.done():
+            rate += 1
+            set_rate(rate)
+            time.sleep(0.5)
+        upgrade.result()
+    rate += 1
+    set_rate(rate)
+    release.wait_broker(user, f"producer_byte_rate={rate}.0", timeout=120)
+    pods = release.ready_pods()
+    assert len(pods) == 2 and {p["spec"]["containers"][0]["image"] for p in pods} == {image.reference}
+    print(f"\nhelm upgrade: {rate - 1000} changes during the rollout, the last one on the broker")
 
 
 def test_helm_uninstall_leaves_finalizers_and_quota_keys(release: Release) -> None:
