@@ -11,10 +11,11 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # pytest arguments, e.g. `make test PYTEST_ARGS="-k reconcile -x"`
 PYTEST_ARGS ?=
 
-.PHONY: help setup venv system-packages tools lint test test-node test-unit test-faults test-matrix demo crds lock clean
+.PHONY: help setup venv system-packages tools lint test test-node test-unit test-faults test-matrix demo demo-node crds lock clean
 
 help:
 	@echo "make demo   - local Kafka + kube-apiserver + operator + examples, then show status (Ctrl-C stops all)"
+	@echo "make demo-node - the same with the operator as pods (the chart) on a single-node cluster (root)"
 	@echo "make test   - install everything and run every test (lint, types, layers, unit, integration, e2e)"
 	@echo "make test-node - only the tests on the single-node cluster (operator pods from the chart; needs root)"
 	@echo "make test-faults - only the fault suite (broker/API server/operator faults; prints the resilience report)"
@@ -85,6 +86,10 @@ lock: venv
 
 demo: setup
 	$(PY) -m harness demo
+
+# The same demo with the operator as pods from the chart on a single-node cluster (needs root).
+demo-node: setup
+	$(PY) -m harness demo --node
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info operator/*.egg-info

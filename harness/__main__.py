@@ -107,7 +107,7 @@ def _demo(args: argparse.Namespace) -> int:
     from harness import demo
 
     _stop_on_signals()
-    return demo.run(keep_running=not args.once)
+    return demo.run(keep_running=not args.once, on_node=args.node)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     kafka.add_argument("--zookeeper", action="store_true", help="ZooKeeper mode (Kafka 3.x only)")
     demo = sub.add_parser("demo", help="the local stack, the operator and the examples")
     demo.add_argument("--once", action="store_true", help="show the status and stop (no waiting for Ctrl-C)")
+    demo.add_argument("--node", action="store_true", help="the operator as pods on a single-node cluster (root)")
     args = parser.parse_args(argv)
     try:
         if args.command == "prepare":
