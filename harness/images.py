@@ -155,8 +155,9 @@ def ensure_operator_image(tag: str | None = None) -> Image:
         built = f"localhost/kquota:{digest}"
         if not _image_exists(built):
             _buildah(
-                "build", "--isolation", "chroot", "--layers", "--build-arg", f"BASE={ensure_base_image()}",
-                "-t", built, ".", what="building the operator image (Dockerfile)", log=log, cwd=REPO,
+                "build", "--isolation", "chroot", "--layers", "--force-rm",
+                "--build-arg", f"BASE={ensure_base_image()}", "-t", built, ".",
+                what="building the operator image (Dockerfile)", log=log, cwd=REPO,
             )  # fmt: skip
         if reference != built:
             _buildah("tag", built, reference, what=f"tagging {reference}", log=log)
