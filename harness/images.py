@@ -77,6 +77,12 @@ def _image_exists(reference: str) -> bool:
     return subprocess.run(inspect, capture_output=True, check=False).returncode == 0
 
 
+#: Archives of one kind kept in the cache: each source change makes a new one (~400 MB
+#: for the operator), older ones are removed (a worktree that needs one again rebuilds it
+#: from buildah's layer cache in seconds).
+KEEP_ARCHIVES = 4
+
+
 def _cached(name: str, reference: str, archive: Path, build: Callable[[Path], None]) -> Image:
     """The image's archive in the cache, made once (across processes) by ``build(log)`` then exported."""
     if not archive.exists():
@@ -86,7 +92,15 @@ def _cached(name: str, reference: str, archive: Path, build: Callable[[Path], No
                 archive.parent.mkdir(parents=True, exist_ok=True)
                 build(log)
                 _archive(reference, archive, log)
+                _prune(archive)
     return Image(reference, archive)
+
+
+def _prune(newest: Path) -> None:
+    prefix = newest.name.split("-", 1)[0]
+    archives = sorted(newest.parent.glob(f"{prefix}-*.tar"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in archives[KEEP_ARCHIVES:]:
+        old.unlink(missing_ok=True)
 
 
 def ensure_pause_image(binary: Path) -> Image:

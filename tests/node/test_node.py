@@ -292,7 +292,7 @@ def test_operator_memory_from_the_kubelet_summary_api(release: Release) -> None:
 
 def test_helm_upgrade_to_a_new_image_tag_loses_no_change(release: Release) -> None:
     """A rolling update to another tag while a quota keeps changing: the last change lands."""
-    image = images.ensure_operator_image(tag=f"upgrade-{uuid.uuid4().hex[:6]}")
+    image = images.ensure_operator_image(tag="upgrade")  # the same image under another tag
     release.node.import_image(image.archive)
     team = new_team(release.node)
     user = f"frank-{uuid.uuid4().hex[:6]}"
