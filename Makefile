@@ -11,11 +11,13 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # pytest arguments, e.g. `make test PYTEST_ARGS="-k reconcile -x"`
 PYTEST_ARGS ?=
 
-.PHONY: help setup venv system-packages tools lint test test-unit test-faults test-matrix demo crds lock clean
+.PHONY: help setup venv system-packages tools lint test test-node test-unit test-faults test-matrix demo demo-node crds lock clean
 
 help:
 	@echo "make demo   - local Kafka + kube-apiserver + operator + examples, then show status (Ctrl-C stops all)"
+	@echo "make demo-node - the same with the operator as pods (the chart) on a single-node cluster (root)"
 	@echo "make test   - install everything and run every test (lint, types, layers, unit, integration, e2e)"
+	@echo "make test-node - only the tests on the single-node cluster (operator pods from the chart; needs root)"
 	@echo "make test-faults - only the fault suite (broker/API server/operator faults; prints the resilience report)"
 	@echo "make test-matrix - the e2e core on every supported Kafka: 4.3, 4.0, 3.9 KRaft and ZooKeeper, 3.0 ZooKeeper (release check)"
 	@echo "make crds   - regenerate crds/ and the Helm chart's copy from the pydantic models"
@@ -30,16 +32,20 @@ venv: $(VENV)/.installed
 
 # Debian packages some tests drive for real: Prometheus (scrapes the brokers),
 # zsh and fish (the completion scripts are checked by the shells themselves),
-# chromium (the advisor's HTML report is opened in a real browser).
-SYSTEM_COMMANDS := prometheus zsh fish chromium
+# chromium (the advisor's HTML report is opened in a real browser), and the
+# single node's runtime (harness/node.py): containerd, runc, iptables, the CNI
+# plugins, buildah and debootstrap (the images are built here, not pulled).
+SYSTEM_COMMANDS := prometheus zsh fish chromium containerd runc iptables buildah debootstrap
 system-packages:
 	@missing=""; for c in $(SYSTEM_COMMANDS); do command -v $$c >/dev/null || missing="$$missing $$c"; done; \
+	[ -x /usr/lib/cni/bridge ] || missing="$$missing containernetworking-plugins"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
-# Kafka jars (Maven Central), the kube-apiserver harness (Go modules), helm (Go modules).
+# Kafka jars (Maven Central), the kube-apiserver harness (Go modules), helm (Go modules),
+# the node's kubelet, controller-manager and scheduler (Go modules) and its images (buildah).
 tools: venv system-packages
 	$(PY) -m harness prepare
 
@@ -53,6 +59,10 @@ lint: venv
 
 test: setup lint
 	$(PY) -m pytest --durations=40 $(PYTEST_ARGS)
+
+# The tests on the single node (tests/node, marker `node`; also part of `make test`).
+test-node: setup
+	$(PY) -m pytest -m node tests/node --durations=10 $(PYTEST_ARGS)
 
 test-unit: venv
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
@@ -77,6 +87,10 @@ lock: venv
 
 demo: setup
 	$(PY) -m harness demo
+
+# The same demo with the operator as pods from the chart on a single-node cluster (needs root).
+demo-node: setup
+	$(PY) -m harness demo --node
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build *.egg-info operator/*.egg-info

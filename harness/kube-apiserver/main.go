@@ -85,12 +85,18 @@ func main() {
 		peerPort = flag.Int("etcd-peer-port", 0, "etcd peer port; 0 picks a free loopback port")
 		users    userFlags
 		extraArg userFlags
+		withPods = flag.Bool("pods", false, "serve a cluster with a controller-manager and a kubelet: keep the ServiceAccount admission plugin (pods get their token volume)")
 	)
 	flag.Var(&users, "user", "extra static identity NAME[:GROUP,GROUP...] (repeatable)")
 	flag.Var(&extraArg, "apiserver-arg", "extra kube-apiserver flag, e.g. --max-requests-inflight=800 (repeatable)")
 	flag.Parse()
 	if *dir == "" {
 		fail("-dir is required")
+	}
+	if !*withPods {
+		// Without a controller-manager no ServiceAccount is ever created, and the
+		// plugin would reject every pod for want of one.
+		extraArg = append(userFlags{"--disable-admission-plugins=ServiceAccount"}, extraArg...)
 	}
 	if err := run(*dir, persisted{Port: *port, EtcdClientPort: *etcdPort, EtcdPeerPort: *peerPort}, users, extraArg); err != nil {
 		fail(err.Error())
@@ -203,7 +209,6 @@ func run(dir string, ports persisted, users, extraArgs []string) error {
 		"--service-account-signing-key-file=" + saKey,
 		"--api-audiences=https://kubernetes.default.svc.cluster.local",
 		"--service-cluster-ip-range=10.0.0.0/24",
-		"--disable-admission-plugins=ServiceAccount",
 		"--allow-privileged=true",
 		"--enable-priority-and-fairness=false",
 		"--max-requests-inflight=2000",

@@ -73,3 +73,16 @@ def test_a_broker_without_a_controller_port_lists_no_controller(tmp_path: Path) 
 def test_kafka_4_has_no_zookeeper_mode(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no ZooKeeper mode"):
         KafkaCluster.start(tmp_path, version="4.0.2", zookeeper=True)
+
+
+def test_a_pod_host_adds_an_advertised_plaintext_pod_listener(tmp_path: Path) -> None:
+    """harness/node.py's pods cannot reach 127.0.0.1: the broker also listens and advertises on the bridge."""
+    cluster = _cluster(tmp_path, zookeeper=False)
+    cluster.pod_host = "10.213.7.1"
+    text = cluster._server_properties(1, 9092, 9093, 9094, "1@x:9094", tmp_path, 1, pod_port=9095)
+    props = dict(line.split("=", 1) for line in text.splitlines())
+    assert props["listeners"].endswith(",POD://10.213.7.1:9095")
+    assert props["advertised.listeners"].endswith(",POD://10.213.7.1:9095")
+    assert "CONTROLLER" not in props["advertised.listeners"]
+    assert props["listener.security.protocol.map"].endswith(",POD:PLAINTEXT")
+    assert "POD" not in _props(_cluster(tmp_path, zookeeper=False), tmp_path)["listeners"]
