@@ -21,7 +21,7 @@ from kquota.api import ClientQuotaLimits, ClientQuotaSpec, parse_manifest
 from kquota.api.kafkacluster import PROMETHEUS_SELECTOR_INVALID
 from tests.plugins.resilience import Resilience
 from tests.support.paths import REPO
-from tests.unit.test_metrics_config import INVALID_SELECTORS, VALID_SELECTORS, Refused
+from tests.support.selectors import INVALID_SELECTORS, VALID_SELECTORS, Refused
 
 pytestmark = pytest.mark.e2e
 

@@ -19,7 +19,7 @@ from harness.prometheus import Prometheus
 from kquota.kafka.metrics import MetricsUnavailable, PrometheusAPI, PrometheusSource
 from tests.plugins.kafka import unique_name
 from tests.support.load import create_topic
-from tests.unit.test_metrics_config import INVALID_SELECTORS, VALID_SELECTORS, Refused
+from tests.support.selectors import INVALID_SELECTORS, VALID_SELECTORS, Refused
 
 pytestmark = [pytest.mark.integration]
 
