@@ -66,13 +66,10 @@ class Pass(Gather, Report):
         #: The entities each resource claimed when last seen (a narrow pass also covers what it used to claim).
         self._entities_by_uid: dict[str, frozenset[Entity]] = {}
         self._reasons: dict[str, Reason] = {}
-        self._limits = GuardLimits(
-            self.settings.deletion_guard,
-            self.settings.deletion_guard_percent,
-            self.settings.deletion_guard_max,
-            self.settings.deletion_guard_min,
-        )
         s = self.settings
+        self._limits = GuardLimits(
+            s.deletion_guard, s.deletion_guard_percent, s.deletion_guard_max, s.deletion_guard_min
+        )
         self._contest = ContestTracker(s.contested_restores, s.contested_window, s.contested_retry)
 
     async def reconcile_once(self, scope: frozenset[str] | None = None) -> PassReport:
@@ -94,7 +91,8 @@ class Pass(Gather, Report):
             raise acted.acl_refusal
         fixed = drifted(decision, acted.failed.keys())
         # Record the restores first: a key restored once too often is contested in the outcomes.
-        newly_contested = [d for d in fixed if self._contest.restored((d.entity, d.key), time.monotonic())]
+        now = time.monotonic()
+        newly_contested = [d for d in fixed if self._contest.restored((d.entity, d.key), now)]
         after = live_after(inp.live, decision.sendable, acted.failed.keys())
         result = pass_outcomes(decision, self._outcome_facts(inp, decision, acted, after))
         report = await self._report(inp, decision, acted, fixed, newly_contested, result, after)
