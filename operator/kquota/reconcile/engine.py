@@ -17,10 +17,11 @@ change costs the same with 10 or 10,000 resources. Anything a narrow pass
 cannot see (TopicQuotas, whose entities depend on the live leader layout;
 drift on other entities) waits for the next full pass.
 
-Kept here, besides the loop:
+Safety rules of the loop and the pass:
 
 * A value the broker rejected is not retried until the spec changes or
-  ``rejected_retry_seconds`` pass: no hot loop against the controller.
+  ``rejected_retry_seconds`` pass: no hot loop against the controller
+  (act records the rejection, decide holds the change back).
 * Kafka unreachable: every resource says KafkaUnavailable, the loop backs off
   exponentially (capped) and recovers on its own.
 * A missing ACL on the cluster (docs/install.md#acls): every resource says
