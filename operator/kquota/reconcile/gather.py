@@ -1,13 +1,14 @@
-"""The gather step of a pass: every read it makes, into one frozen :class:`PassInput`.
+"""The gather step of a pass: every read it makes, in two frozen inputs.
 
-In order: the KafkaCluster (connection, Secrets, policy), the resources, the
-ownership ledger (first pass, and every pass until a load succeeds), the Kafka
-cluster's id and brokers (a younger KafkaCluster for the same id stops here),
-the topics TopicQuotas name, the live quotas (all of them, or a narrow pass's
-entities), the brokers' controller windows and quota callbacks (cached for a
-drift interval), the quota metrics (full passes, at most every
-metrics_interval) and the KafkaCluster's removal approval. Decide then works
-on that input alone.
+Before decide (:class:`PassInput`), in order: the KafkaCluster (connection,
+Secrets, policy), the resources, the ownership ledger (first pass, and every
+pass until a load succeeds), the Kafka cluster's id and brokers (a younger
+KafkaCluster for the same id stops here), the topics TopicQuotas name, the live
+quotas (all of them, or a narrow pass's entities) and the KafkaCluster's
+removal approval. What only the outcomes and statuses need (:class:`Observations`:
+the brokers' controller windows and quota callbacks, cached for a drift
+interval, and the quota metrics, full passes at most every metrics_interval) is
+read after act, so those reads never delay a change on its way to the brokers.
 """
 
 from __future__ import annotations
@@ -64,16 +65,22 @@ class PassInput:
     brokers: tuple[int, ...]
     topics: TopicFacts
     live: Mapping[Entity, Mapping[QuotaKey, float]]
-    windows: Mapping[int, ControllerWindow]
-    #: Each broker's client.quota.callback.class; None when the brokers refused to say.
-    callbacks: Mapping[int, str] | None
-    #: The quota metrics, when this pass read them.
-    reading: MetricsReading | None
     approval: str | None
 
     @property
     def full(self) -> bool:
         return self.touched is None
+
+
+@dataclass(frozen=True, slots=True)
+class Observations:
+    """What a pass reads for its outcomes and statuses only (after act)."""
+
+    windows: Mapping[int, ControllerWindow]
+    #: Each broker's client.quota.callback.class; None when the brokers refused to say.
+    callbacks: Mapping[int, str] | None
+    #: The quota metrics, when this pass read them.
+    reading: MetricsReading | None
 
 
 def describe_each(admin: QuotaAdmin, entities: Iterable[Entity]) -> dict[Entity, dict[QuotaKey, float]]:
@@ -132,9 +139,9 @@ class Gather:
         records = every if narrowed is None else tuple(narrowed[0])
         topics = await self._topic_facts(admin, records)
         if touched is None:
-            live, reading = await asyncio.gather(asyncio.to_thread(admin.describe_all), self._read_metrics(cfg))
+            live = await asyncio.to_thread(admin.describe_all)
         else:
-            live, reading = await asyncio.to_thread(describe_each, admin, touched), None
+            live = await asyncio.to_thread(describe_each, admin, touched)
         return PassInput(
             cfg=cfg,
             admin=admin,
@@ -145,10 +152,16 @@ class Gather:
             brokers=tuple(brokers),
             topics=topics,
             live=live,
-            windows=await self._controller_windows(admin, brokers, records),
-            callbacks=await self._quota_callbacks(admin, brokers, fresh=touched is None),
-            reading=reading,
             approval=self._approval(),
+        )
+
+    async def observe(self, inp: PassInput, claimers: Iterable[ResourceRecord]) -> Observations:
+        """The reads only outcomes and statuses need: broker configs (cached), metrics (full passes)."""
+        brokers = list(inp.brokers)
+        return Observations(
+            windows=await self._controller_windows(inp.admin, brokers, claimers),
+            callbacks=await self._quota_callbacks(inp.admin, brokers, fresh=inp.full),
+            reading=await self._read_metrics(inp.cfg) if inp.full else None,
         )
 
     def _drop_admin(self) -> None:
@@ -227,10 +240,10 @@ class Gather:
         return TopicFacts(layouts, refused, kip1010)
 
     async def _controller_windows(
-        self, admin: QuotaAdmin, brokers: list[int], records: Iterable[ResourceRecord]
+        self, admin: QuotaAdmin, brokers: list[int], claimers: Iterable[ResourceRecord]
     ) -> dict[int, ControllerWindow]:
         """Each broker's controller quota window, re-read at most once per drift interval."""
-        if not any(r.ref.kind == "ControllerMutationQuota" and not r.deleting and r.error is None for r in records):
+        if not any(r.ref.kind == "ControllerMutationQuota" for r in claimers):
             return {}
         now = time.monotonic()
         if (

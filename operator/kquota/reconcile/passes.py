@@ -27,7 +27,7 @@ from kquota.domain.plan import Drift, Protection, ResourceRef
 from kquota.domain.status import Outcome, Reason
 from kquota.reconcile import metrics
 from kquota.reconcile.act import Acted, act
-from kquota.reconcile.gather import Gather, Ledger, PassInput
+from kquota.reconcile.gather import Gather, Ledger, Observations, PassInput
 from kquota.reconcile.records import ResourceRecord
 from kquota.reconcile.report import Report
 
@@ -89,13 +89,14 @@ class Pass(Gather, Report):
         self._acted(inp, acted)
         if acted.acl_refusal is not None:
             raise acted.acl_refusal
+        seen = await self.observe(inp, decision.claimers)
         fixed = drifted(decision, acted.failed.keys())
         # Record the restores first: a key restored once too often is contested in the outcomes.
         now = time.monotonic()
         newly_contested = [d for d in fixed if self._contest.restored((d.entity, d.key), now)]
         after = live_after(inp.live, decision.sendable, acted.failed.keys())
-        result = pass_outcomes(decision, self._outcome_facts(inp, decision, acted, after))
-        report = await self._report(inp, decision, acted, fixed, newly_contested, result, after)
+        result = pass_outcomes(decision, self._outcome_facts(inp, seen, decision, acted, after))
+        report = await self._report(inp, seen, decision, acted, fixed, newly_contested, result, after)
         self._finish(inp, decision, acted.ledger, result)
         self._log_pass(inp, report, started)
         return report
@@ -144,6 +145,7 @@ class Pass(Gather, Report):
     def _outcome_facts(
         self,
         inp: PassInput,
+        seen: Observations,
         decision: Decision[ResourceRecord],
         acted: Acted,
         after: Mapping[Entity, Mapping[QuotaKey, float]],
@@ -152,8 +154,8 @@ class Pass(Gather, Report):
         self._strimzi_text = cfg.protection.strimzi.summary() if cfg.protection.strimzi is not None else None
         self._callback_condition = (
             ("Unknown", "NotAuthorized", f"cannot read {CALLBACK_CONFIG}: the brokers refused DescribeConfigs")
-            if inp.callbacks is None
-            else cluster_condition(inp.callbacks, cfg.callback_honoured)
+            if seen.callbacks is None
+            else cluster_condition(seen.callbacks, cfg.callback_honoured)
         )
         problems = {**decision.held_back, **acted.failed}
         return OutcomeFacts(
@@ -161,8 +163,8 @@ class Pass(Gather, Report):
             problems={e: m for e, m in problems.items() if e not in acted.transient},
             retrying={e: acted.failed[e] for e in acted.transient},
             retry_seconds=TRANSIENT_RETRY_SECONDS,
-            windows=inp.windows,
-            callbacks=inp.callbacks or {},
+            windows=seen.windows,
+            callbacks=seen.callbacks or {},
             callback_honoured=cfg.callback_honoured,
             contested=self._contest.active(time.monotonic()),
             contest_rule=ContestRule(self._contest.restores, self._contest.window),
@@ -171,6 +173,7 @@ class Pass(Gather, Report):
     async def _report(
         self,
         inp: PassInput,
+        seen: Observations,
         decision: Decision[ResourceRecord],
         acted: Acted,
         fixed: list[Drift],
@@ -190,7 +193,7 @@ class Pass(Gather, Report):
         announced = await self._change_events(done, inp.live, inp.ledger, holders, records, fixed)
         if inp.full:
             # Metrics are read on full passes only: a narrow pass sees too few resources to attribute them.
-            self._observe(inp.cfg, inp.reading, decision.claimers, records, after)
+            self._observe(inp.cfg, seen.reading, decision.claimers, records, after)
         report.status_writes = await self._write_statuses(records, result, prune=inp.full, announced=announced)
         await self._report_hold(decision.hold)
         await self._write_cluster_status(Reason.APPLIED, f"connected; {len(inp.brokers)} broker(s)", len(inp.brokers))
