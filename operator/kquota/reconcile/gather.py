@@ -52,7 +52,7 @@ class ClusterNotReady(Exception):
 
 @dataclass(frozen=True, slots=True)
 class PassInput:
-    """Everything one pass read; nothing after gather reads Kafka, Kubernetes or metrics."""
+    """Everything decide needs, read once; after act only :meth:`Gather.observe` reads again."""
 
     cfg: ClusterConfig
     admin: QuotaAdmin

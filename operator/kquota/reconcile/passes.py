@@ -4,9 +4,10 @@
 what a pass remembers for the next one (held rejections, contested keys, the
 entities each resource claimed, the removal settle) and releases the
 finalizers of deleted resources whose keys are gone. I/O happens only in
-gather (:mod:`~kquota.reconcile.gather`), act (:mod:`~kquota.reconcile.act`)
-and report (:mod:`~kquota.reconcile.report`, :mod:`~kquota.reconcile.events`);
-decide is :mod:`kquota.domain.decide`.
+gather (:mod:`~kquota.reconcile.gather`: before decide, and ``observe`` after
+act for what only outcomes need), act (:mod:`~kquota.reconcile.act`) and report
+(:mod:`~kquota.reconcile.report`, :mod:`~kquota.reconcile.events`); decide is
+:mod:`kquota.domain.decide` and :func:`kquota.domain.outcomes.pass_outcomes`.
 """
 
 from __future__ import annotations
