@@ -20,11 +20,11 @@ from harness.kube_apiserver import KubeAPIServer
 from kquota.api import ClientQuotaLimits, ClientQuotaSpec, parse_manifest
 from kquota.api.kafkacluster import PROMETHEUS_SELECTOR_INVALID
 from tests.plugins.resilience import Resilience
-from tests.unit.test_metrics_config import INVALID_SELECTORS, VALID_SELECTORS, Refused
+from tests.support.paths import REPO
+from tests.support.selectors import INVALID_SELECTORS, VALID_SELECTORS, Refused
 
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 CORPUS = REPO / "tests" / "corpus"
 ADMISSION = sorted((CORPUS / "admission").glob("*.yaml"))

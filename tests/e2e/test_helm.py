@@ -24,10 +24,10 @@ from harness import tools
 from harness.kube_apiserver import KubeAPIServer
 
 from kquota.reconcile.settings import OperatorSettings
+from tests.support.paths import REPO
 
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "helm" / "kquota"
 
 

@@ -37,11 +37,10 @@ from harness.stack import Stack
 
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.manifests import entity_spec
-from tests.e2e.test_observed_status import metrics_cluster
-from tests.e2e.test_reconcile import FORMS
-from tests.integration.test_throttle_metrics import ProducerLoad
-from tests.support.quotas import C, M, N, P, R
-from tests.support.stacks import own_stack
+from tests.support.load import ProducerLoad
+from tests.support.names import uniq
+from tests.support.quotas import FORMS, C, M, N, P, R
+from tests.support.stacks import metrics_cluster, own_stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kafka_matrix]
 
@@ -93,10 +92,6 @@ def stack(
         assert broker.mode == ("zookeeper" if case.zookeeper else "kraft")
         print(f"Kafka {case.id}: broker and operator up in {time.monotonic() - started:.1f}s")
         yield s
-
-
-def uniq(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 # -- Kafka's own view ------------------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from harness.operator_proc import apply, client_quota, condition, get, wait_for
 from harness.stack import Stack
 
 from kquota.kafka.metrics import parse_text
-from tests.integration.test_throttle_metrics import ProducerLoad
+from tests.support.load import ProducerLoad
 from tests.support.stacks import own_stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]

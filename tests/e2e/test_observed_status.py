@@ -12,7 +12,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from harness.operator_proc import apply, client_quota, condition, get, wait_for
 from harness.stack import Stack
 
-from tests.integration.test_throttle_metrics import ProducerLoad
+from tests.support.load import ProducerLoad
+from tests.support.stacks import metrics_cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -22,24 +23,7 @@ WINDOW = "20s"
 
 def _quota_with_metrics(stack: Stack, user: str) -> tuple[str, str, str]:
     """A KafkaCluster with metrics, a producer quota for ``user`` applied, and a topic: (cluster, namespace, topic)."""
-    name = f"observed-{uuid.uuid4().hex[:6]}"
-    endpoints = [b.metrics_url for b in stack.kafka.brokers]
-    stack.kube.kubectl(
-        "apply",
-        "-f",
-        "-",
-        input=json.dumps(
-            {
-                "apiVersion": "kquota.io/v1alpha1",
-                "kind": "KafkaCluster",
-                "metadata": {"name": name},
-                "spec": {
-                    "bootstrapServers": stack.kafka.bootstrap,
-                    "metrics": {"brokerEndpoints": endpoints, "window": WINDOW, "nearLimitPercent": 80},
-                },
-            }
-        ),
-    )
+    name = metrics_cluster(stack, WINDOW, nearLimitPercent=80)
     ns = stack.new_namespace()
     apply(stack.kube, client_quota(ns, "producer", {"user": {"name": user}}, {"producerByteRate": QUOTA}, cluster=name))
     wait_for(
@@ -91,27 +75,6 @@ def test_producer_over_its_quota_shows_throttled_then_clears(stack: Stack, scram
     )
     print(f"Throttled=False {time.monotonic() - stopped:.1f}s after the producer stopped")
     stack.kube.kubectl("delete", "kafkacluster", name, "--timeout=30s")
-
-
-def metrics_cluster(stack: Stack) -> str:
-    name = f"observed-{uuid.uuid4().hex[:6]}"
-    stack.kube.kubectl(
-        "apply",
-        "-f",
-        "-",
-        input=json.dumps(
-            {
-                "apiVersion": "kquota.io/v1alpha1",
-                "kind": "KafkaCluster",
-                "metadata": {"name": name},
-                "spec": {
-                    "bootstrapServers": stack.kafka.bootstrap,
-                    "metrics": {"brokerEndpoints": [b.metrics_url for b in stack.kafka.brokers], "window": WINDOW},
-                },
-            }
-        ),
-    )
-    return name
 
 
 def test_topic_over_its_budget_is_flagged_in_monitor_mode(stack: Stack) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,13 +20,10 @@ from harness.stack import Stack
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.manifests import entity_spec
 from kquota.kafka.quotas import ConnectionSettings, QuotaAdmin
-from tests.support.quotas import C, N, P, R
+from tests.support.names import uniq
+from tests.support.quotas import FORMS, C, N, P, R
 
 pytestmark = pytest.mark.e2e
-
-
-def uniq(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def kafka_configs_describe(stack: Stack, entity: Entity) -> str:
@@ -83,22 +79,6 @@ def wait_ready(
         on_timeout=lambda: json.dumps(get(stack.kube, kind, ns, name)),
     )
     return result
-
-
-FORMS = {
-    "user": lambda: Entity.for_user(uniq("alice")),
-    "client-id": lambda: Entity.for_client(uniq("app")),
-    "user+client-id": lambda: Entity.for_pair(uniq("bob"), uniq("app")),
-    "default user": lambda: Entity.for_user(None),
-    "default client-id": lambda: Entity.for_client(None),
-    "user+default client-id": lambda: Entity.for_pair(uniq("carol"), None),
-    "default user+client-id": lambda: Entity.for_pair(None, uniq("app")),
-    "default user+default client-id": lambda: Entity.for_pair(None, None),
-    "ip": lambda: Entity.for_ip("10.11.12.13"),
-    "default ip": lambda: Entity.for_ip(None),
-    "TLS principal": lambda: Entity.for_user(f"CN={uniq('svc')},OU=payments,O=Example=Corp"),
-    "user literally named <default>": lambda: Entity.for_user("<default>"),
-}
 
 
 @pytest.mark.parametrize("form", list(FORMS))

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,6 +25,7 @@ from harness.stack import Stack, start_stack, stop_stack
 from kquota.domain.entities import Entity
 from kquota.domain.guard import APPROVAL_ANNOTATION
 from kquota.kafka.quotas import ConnectionSettings, EntityAlteration, QuotaAdmin, QuotaOp
+from tests.support.names import uniq
 from tests.support.quotas import P, R
 from tests.unit.test_argocd_health import kstatus
 
@@ -45,10 +45,6 @@ def stack(kube: KubeAPIServer, kafka: KafkaCluster, tmp_path_factory: pytest.Tem
         yield s
     finally:
         stop_stack(s)
-
-
-def uniq(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def ready(stack: Stack, ns: str, name: str) -> dict[str, Any]:

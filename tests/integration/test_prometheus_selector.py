@@ -17,9 +17,9 @@ from harness.kafka_cluster import KafkaCluster
 from harness.prometheus import Prometheus
 
 from kquota.kafka.metrics import MetricsUnavailable, PrometheusAPI, PrometheusSource
-from tests.integration.test_throttle_metrics import create_topic
 from tests.plugins.kafka import unique_name
-from tests.unit.test_metrics_config import INVALID_SELECTORS, VALID_SELECTORS, Refused
+from tests.support.load import create_topic
+from tests.support.selectors import INVALID_SELECTORS, VALID_SELECTORS, Refused
 
 pytestmark = [pytest.mark.integration]
 

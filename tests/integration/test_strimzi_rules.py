@@ -13,7 +13,6 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,11 +23,11 @@ from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.observed import Observed, attribute, observe
 from kquota.kafka.metrics import MetricNames, ScrapeSource, parse_text
 from kquota.kafka.quotas import ConnectionSettings, EntityAlteration, QuotaAdmin, QuotaOp
-from tests.integration.test_throttle_metrics import ProducerLoad, create_topic
+from tests.support.load import ProducerLoad, create_topic
+from tests.support.paths import REPO
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[2]
 CONFIGMAP = REPO / "deploy" / "strimzi" / "kafka-metrics-kquota.yaml"
 QUOTA = 50_000
 WINDOW = 20.0

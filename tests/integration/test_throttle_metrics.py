@@ -15,14 +15,13 @@ default entity (users/<default>) removes it again.
 from __future__ import annotations
 
 import secrets
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 
 # confluent-kafka's type hints do not re-export NewTopic, which is its documented import path.
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
@@ -34,6 +33,7 @@ from kquota.domain.observed import Observed, attribute, observe, observe_topic
 from kquota.kafka.metrics import MetricsSource, PrometheusSource, ScrapeSource
 from kquota.kafka.quotas import ConnectionSettings, QuotaAdmin
 from tests.plugins.kafka import unique_name
+from tests.support.load import ConsumerLoad, ProducerLoad, RequestLoad, create_topic
 from tests.support.quotas import C, M, P, R
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -48,108 +48,6 @@ THROTTLED_WITHIN = 30.0
 CLEARED_WITHIN = WINDOW + 11 + 15
 QUOTA_BYTES = 100 * 1024
 POLL = 1.0
-
-
-# -- clients -------------------------------------------------------------------------------------------------------
-
-
-class Load(threading.Thread):
-    """A client driving traffic on its own thread; ``throttles`` are the client's throttle callbacks (ms)."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(name=name, daemon=True)
-        self.halt = threading.Event()
-        self.throttles: list[float] = []
-        self.error: BaseException | None = None
-        self.started_at = 0.0
-
-    def on_throttle(self, event: Any) -> None:
-        self.throttles.append(float(event.throttle_time) * 1000)
-
-    def run(self) -> None:
-        self.started_at = time.monotonic()
-        try:
-            self.work()
-        except BaseException as exc:  # noqa: BLE001 - reported by finish()
-            self.error = exc
-
-    def work(self) -> None:
-        raise NotImplementedError
-
-    def finish(self) -> None:
-        self.halt.set()
-        self.join(60)
-        assert not self.is_alive(), f"{self.name} did not stop"
-        if self.error is not None:
-            raise AssertionError(f"{self.name} failed: {self.error!r}") from self.error
-
-
-class ProducerLoad(Load):
-    """Produces ``rate`` bytes/s of ``size``-byte records (a bounded queue, so a throttled producer just waits)."""
-
-    def __init__(self, config: dict[str, Any], topic: str, rate: float, size: int = 1000, **extra: Any) -> None:
-        super().__init__(f"producer-{topic}")
-        self.config = {"linger.ms": 5, "queue.buffering.max.kbytes": 256, **config, **extra}
-        self.topic, self.rate, self.size = topic, rate, size
-
-    def work(self) -> None:
-        producer = Producer({**self.config, "throttle_cb": self.on_throttle})
-        payload = b"x" * self.size
-        sent = 0
-        start = time.monotonic()
-        while not self.halt.is_set():
-            target = (time.monotonic() - start) * self.rate
-            while sent < target and not self.halt.is_set():
-                try:
-                    producer.produce(self.topic, payload)
-                except BufferError:
-                    break
-                sent += self.size
-            producer.poll(0.02)
-        # Drop what is queued: a stopped client must stop sending now, not drain for seconds.
-        producer.purge()
-        producer.flush(10)
-
-
-class ConsumerLoad(Load):
-    """Consumes a topic from the start as fast as the broker lets it."""
-
-    def __init__(self, config: dict[str, Any], topic: str) -> None:
-        super().__init__(f"consumer-{topic}")
-        self.config = {**config, "group.id": unique_name("g"), "auto.offset.reset": "earliest"}
-        self.topic = topic
-        self.consumed = 0
-
-    def work(self) -> None:
-        consumer = Consumer({**self.config, "throttle_cb": self.on_throttle, "enable.auto.commit": False})
-        try:
-            consumer.subscribe([self.topic])
-            while not self.halt.is_set():
-                for msg in consumer.consume(num_messages=1000, timeout=0.5):
-                    if msg.error() is None:
-                        self.consumed += len(msg.value() or b"")
-        finally:
-            consumer.close()
-
-
-class RequestLoad(Load):
-    """Many tiny produce requests (no batching), to use broker request time rather than bytes."""
-
-    def __init__(self, config: dict[str, Any], topic: str) -> None:
-        super().__init__(f"requests-{topic}")
-        self.config = {**config, "linger.ms": 0, "batch.num.messages": 1, "queue.buffering.max.messages": 1000}
-        self.topic = topic
-
-    def work(self) -> None:
-        producer = Producer({**self.config, "throttle_cb": self.on_throttle})
-        while not self.halt.is_set():
-            try:
-                producer.produce(self.topic, b"r")
-            except BufferError:
-                producer.poll(0.05)
-            producer.poll(0.002)
-        producer.purge()
-        producer.flush(10)
 
 
 # -- the pipeline under test ---------------------------------------------------------------------------------------
@@ -233,12 +131,6 @@ def set_quota(
 
 def delete_quota(kafka: KafkaCluster, entity_args: Sequence[str], *keys: QuotaKey) -> None:
     kafka.kafka_configs("--alter", *entity_args, "--delete-config", ",".join(k.value for k in keys))
-
-
-def create_topic(kafka: KafkaCluster, name: str, partitions: int = 1) -> None:
-    admin = AdminClient(kafka.client_config())
-    for future in admin.create_topics([NewTopic(name, partitions, 1)], request_timeout=30).values():
-        future.result()
 
 
 def report(label: str, on: dict[str, tuple[float, Observed]], off: dict[str, tuple[float, Observed]] | None) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -45,3 +46,32 @@ def own_stack(
             stop_stack(stack)
     finally:
         broker.stop()
+
+
+def metrics_cluster(stack: Stack, window: str = "20s", **metrics: Any) -> str:
+    """A fresh KafkaCluster on ``stack``'s brokers that reads their metrics endpoints over ``window``.
+
+    ``metrics`` adds fields to its spec.metrics (e.g. ``nearLimitPercent``).
+    """
+    name = f"observed-{uuid.uuid4().hex[:6]}"
+    stack.kube.kubectl(
+        "apply",
+        "-f",
+        "-",
+        input=json.dumps(
+            {
+                "apiVersion": "kquota.io/v1alpha1",
+                "kind": "KafkaCluster",
+                "metadata": {"name": name},
+                "spec": {
+                    "bootstrapServers": stack.kafka.bootstrap,
+                    "metrics": {
+                        "brokerEndpoints": [b.metrics_url for b in stack.kafka.brokers],
+                        "window": window,
+                        **metrics,
+                    },
+                },
+            }
+        ),
+    )
+    return name

@@ -25,8 +25,8 @@ from harness import cache, procs
 from lupa import lua51
 
 from kquota.domain.status import CLUSTER_ONLY, STALLED, Outcome, Reason, render_cluster_status, render_status
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "deploy" / "argocd" / "health.lua"
 NOW = "2026-01-01T00:00:00Z"
 

@@ -16,8 +16,7 @@ import yaml
 from kquota import crdgen
 from kquota.api.base import SpecModel
 from kquota.api.kafkacluster import TenancyGrant
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.paths import REPO
 
 
 def test_committed_crds_are_fresh() -> None:

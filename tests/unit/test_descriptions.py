@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,8 +20,8 @@ from kquota.api.manifest import KINDS
 from kquota.api.status import KafkaClusterStatus, QuotaStatus
 from kquota.domain.status import CLUSTER_ONLY, Reason
 from kquota.reconcile.settings import OperatorSettings
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 #: The KafkaCluster's Ready reason when connected (render_cluster_status), besides Reason.
 CLUSTER_REASONS = {"Connected"}
 

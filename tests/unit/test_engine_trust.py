@@ -15,37 +15,10 @@ from kquota.domain.entities import Entity
 from kquota.domain.plan import Protection, UnmanagedPolicy
 from kquota.domain.status import Reason
 from kquota.domain.tenancy import Grant
-from kquota.kafka.quotas import ConnectionSettings
-from kquota.reconcile.build import record_from_body
 from kquota.reconcile.engine import DuplicateCluster
-from kquota.reconcile.records import ClusterConfig, ResourceRecord
-from tests.support.quotas import C, P
-from tests.unit.test_engine_passes import Broker, Kube, engine, reason
-
-ALICE = Entity.for_user("alice")
-
-
-def client_quota(
-    name: str, user: str, generation: int = 1, deleting: bool = False, **quota_spec: Any
-) -> ResourceRecord:
-    body = {
-        "apiVersion": "kquota.io/v1alpha1",
-        "kind": "ClientQuota",
-        "metadata": {
-            "name": name,
-            "namespace": "ns",
-            "uid": name,
-            "generation": generation,
-            "creationTimestamp": "2026-01-01T00:00:00Z",
-            **({"deletionTimestamp": "2026-01-02T00:00:00Z"} if deleting else {}),
-        },
-        "spec": {"entity": {"user": {"name": user}}, "quota": quota_spec},
-    }
-    return record_from_body("ClientQuota", body, "c")
-
-
-def config(**kw: Any) -> ClusterConfig:
-    return ClusterConfig("c", ConnectionSettings(bootstrap_servers="unused:9092"), **kw)
+from kquota.reconcile.records import ClusterConfig
+from tests.support.engine import Broker, Kube, client_quota, config, engine, reason
+from tests.support.quotas import ALICE, C, P
 
 
 def events(kube: Kube, reason_: str) -> list[tuple[str, str, str, str]]:

@@ -13,8 +13,8 @@ from kquota.domain.guard import APPROVAL_ANNOTATION, GuardLimits, guard, hold_id
 from kquota.domain.plan import EntityChange, QuotaOp, UnmanagedPolicy
 from kquota.kafka.quotas import ConnectionSettings
 from kquota.reconcile.records import ClusterConfig
+from tests.support.engine import Broker, Kube, engine, quota
 from tests.support.quotas import C, P
-from tests.unit.test_engine_passes import Broker, Kube, engine, quota
 
 LIMITS = GuardLimits(enabled=True, percent=30, max_count=500, min_count=10)
 

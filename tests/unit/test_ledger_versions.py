@@ -21,8 +21,8 @@ from kquota.domain import ledger as fmt
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.k8s.ledger import DATA_KEY, LABEL, SHARDS_LABEL, LedgerStore, shard_name
 from kquota.kafka.quotas import KafkaUnavailable
+from tests.support.engine import Broker, Kube, engine, quota, reason
 from tests.support.quotas import C, P
-from tests.unit.test_engine_passes import Broker, Kube, engine, quota, reason
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "ledger-0.1.0" / "configmaps.yaml"
 R, M, N = QuotaKey.REQUEST_PERCENTAGE, QuotaKey.CONTROLLER_MUTATION_RATE, QuotaKey.CONNECTION_CREATION_RATE

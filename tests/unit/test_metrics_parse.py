@@ -9,7 +9,6 @@ import math
 import re
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
@@ -39,8 +38,8 @@ from kquota.kafka.metrics import (
     topic_samples,
 )
 from kquota.reconcile import metrics as operator_metrics
+from tests.support.paths import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 NAMES = MetricNames()
 
 

@@ -27,8 +27,8 @@ from kquota.crdgen import crd, model_schema
 from kquota.domain.desired import desired_entries, entity_of, topic_client_entries
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.topics import TopicLayout
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 
 

@@ -16,7 +16,7 @@ from kquota.domain.entities import Entity
 from kquota.domain.status import STALLED, Outcome, Reason, render_cluster_status, render_status
 from kquota.kafka.quotas import ConnectionSettings
 from kquota.reconcile.records import ClusterConfig
-from tests.unit.test_engine_passes import Broker, Kube, engine, quota, reason
+from tests.support.engine import Broker, Kube, engine, quota, reason
 
 STRIMZI = "io.strimzi.kafka.quotas.StaticQuotaCallback"
 APPLIED = Outcome(Reason.APPLIED, "quota applied on the brokers", {"producer_byte_rate": 1024.0}, True)

@@ -12,9 +12,8 @@ from kquota.domain.plan import UnmanagedPolicy, plan
 from kquota.domain.status import STALLED, Reason, merge_patch, value_text
 from kquota.reconcile.orphans import OrphanReporter
 from kquota.reconcile.settings import OperatorSettings
+from tests.support.engine import Kube, client_quota
 from tests.support.quotas import C, P, R
-from tests.unit.test_engine_passes import Kube
-from tests.unit.test_engine_trust import client_quota
 
 ALICE, BOB = Entity.for_user("alice"), Entity.for_user("bob")
 

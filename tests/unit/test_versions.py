@@ -8,13 +8,11 @@ from __future__ import annotations
 import importlib.metadata
 import re
 import tomllib
-from pathlib import Path
 
 import yaml
 
 from kquota import __version__
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import REPO as ROOT
 
 
 def test_the_package_takes_its_version_from_kquota() -> None:

@@ -1,8 +1,9 @@
 """A quota resource's outcome after a pass: pure rules, applied in one order.
 
-The engine gathers the facts (what the plan resolved, what the brokers hold
-after the pass, which entities were rejected or must be retried, which keys
-another writer contests) and asks these rules what each resource reports.
+After act, the pass collects the facts (:class:`OutcomeFacts`: what the
+brokers hold after the pass, which entities were rejected or must be retried,
+which keys another writer contests) and :func:`pass_outcomes` asks these rules
+what each claiming resource reports.
 The order is the order of precedence: a transient broker failure, then a
 rejection, then a conflict, then Applied or Pending (:func:`base_outcome`);
 kind-specific rules (:mod:`kquota.domain.mutation`, :mod:`kquota.domain.topics`)
@@ -13,13 +14,22 @@ a contested key (:func:`with_contest`) comes last, since it overrides Applied.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
+from kquota.domain.callback import with_callback
+from kquota.domain.decide import Claimant, Decision
 from kquota.domain.entities import Entity, QuotaKey
-from kquota.domain.plan import ClaimResolution, ResourceRef
+from kquota.domain.mutation import ControllerWindow, with_burst
+from kquota.domain.plan import ClaimResolution, Drift, EntityChange, ResourceRef
 from kquota.domain.status import Outcome, Reason, value_text
+from kquota.domain.topics import with_enforcement
 
 Entries = Sequence[tuple[Entity, Mapping[QuotaKey, float]]]
+Quotas = Mapping[Entity, Mapping[QuotaKey, float]]
+Key = tuple[Entity, QuotaKey]
+R = TypeVar("R", bound=Claimant)
 
 
 def base_outcome(
@@ -120,3 +130,82 @@ def with_contest(
         "User Operator, a second KafkaCluster) or delete this resource"
     )
     return dataclasses.replace(outcome, reason=Reason.CONTESTED, message=message, fully_applied=False)
+
+
+# -- after act: the facts, and the chain for every resource ---------------------------------------
+
+
+def live_after(live: Quotas, sent: Iterable[EntityChange], failed: Set[Entity]) -> dict[Entity, dict[QuotaKey, float]]:
+    """The brokers' quotas after a pass, as far as kquota knows them."""
+    after = {e: dict(v) for e, v in live.items()}
+    for change in sent:
+        if change.entity in failed:
+            continue
+        values = after.setdefault(change.entity, {})
+        for op in change.ops:
+            if op.value is None:
+                values.pop(op.key, None)
+            else:
+                values[op.key] = op.value
+    return after
+
+
+def drifted(decision: Decision[Any], failed: Set[Entity]) -> list[Drift]:
+    """The drift this pass corrected (sent, and not failed or held back)."""
+    sent_keys = {(c.entity, op.key) for c in decision.sendable for op in c.ops}
+    return [
+        d
+        for d in decision.plan.drift
+        if d.entity not in failed and d.entity not in decision.held_back and (d.entity, d.key) in sent_keys
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeFacts:
+    """What the outcome rules look at after act."""
+
+    live_after: Quotas
+    #: Entities rejected or held back, with why.
+    problems: Mapping[Entity, str]
+    #: Entities that failed for a passing reason, with why.
+    retrying: Mapping[Entity, str]
+    retry_seconds: float
+    windows: Mapping[int, ControllerWindow]
+    callbacks: Mapping[int, str]
+    callback_honoured: bool
+    contested: Mapping[Key, float]
+    contest_rule: ContestRule
+
+
+def pass_outcomes(decision: Decision[R], facts: OutcomeFacts) -> dict[str, Outcome]:
+    """Every resource's outcome: those decided before act, then one ordered chain for each claimer.
+
+    The chain: the base outcome (retrying, rejected, conflict, Applied or
+    Pending), then the kind's rule (burst for ControllerMutationQuota, the
+    Enforced condition for TopicQuota), then the brokers' quota callback, then
+    a contested key.
+    """
+    out = dict(decision.outcomes)
+    claims = decision.claims
+    for rec in decision.claimers:
+        outcome = base_outcome(
+            rec.ref, rec.entries, claims, facts.live_after, facts.problems, facts.retrying, facts.retry_seconds
+        )
+        if rec.ref.kind == "ControllerMutationQuota":
+            rate, burst = float(rec.extras.get("rate", 0.0)), rec.extras.get("expectedBurst")
+            outcome = with_burst(outcome, rate, burst, facts.windows)
+        elif rec.ref.kind == "TopicQuota":
+            outcome = with_enforcement(outcome, rec.entries, decision.topic_extra.get(rec.ref.uid, {}))
+        outcome = with_callback(outcome, (e for e, _ in rec.entries), facts.callbacks, facts.callback_honoured)
+        out[rec.ref.uid] = with_contest(
+            outcome, rec.ref, rec.entries, claims.holders, facts.live_after, facts.contested, facts.contest_rule
+        )
+    return out
+
+
+def unavailable(records: Iterable[Claimant], reason: Reason, message: str) -> dict[str, Outcome]:
+    """Every resource's outcome when the pass could not run: the reason, and what it last had applied."""
+    return {
+        rec.ref.uid: Outcome(reason, message, dict((rec.status.get("applied") or {}).get("values") or {}), False)
+        for rec in records
+    }

@@ -7,7 +7,7 @@ the reconciler works on plain, already-validated data and never on dicts.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kquota.domain.entities import Entity, QuotaKey
@@ -35,6 +35,10 @@ class ResourceRecord:
     status: Mapping[str, Any] = field(default_factory=dict)
     #: Kind-specific spec values the reconciler reports on (e.g. expectedBurst).
     extras: Mapping[str, Any] = field(default_factory=dict)
+
+    def with_entries(self, entries: tuple[tuple[Entity, Mapping[QuotaKey, float]], ...]) -> ResourceRecord:
+        """The same resource asking for ``entries`` (a TopicQuota's clients on the live layout)."""
+        return replace(self, entries=entries)
 
     @property
     def object_ref(self) -> ObjectRef:

@@ -1,0 +1,127 @@
+"""The act step of a pass: write ownership ahead, alter the brokers, roll back what they refused.
+
+Ownership is written ahead: keys are recorded in the ledger *before* they are
+sent, and forgotten only *after* their removal succeeded, so a crash at any
+point leaves the ledger a superset of what kquota set. The broker applies each
+entity's keys atomically and every entity's ops go in one request (the adapter
+guarantees it), so no entity is half-changed; a rejected entity's ledger
+entries are rolled back to what they were.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kquota.domain.decide import Decision, Rejection
+from kquota.domain.entities import Entity, QuotaKey
+from kquota.domain.plan import EntityChange, apply_ledger
+from kquota.domain.status import Reason
+from kquota.k8s.ledger import LedgerStore
+from kquota.kafka.quotas import EntityAlteration, KafkaNotAuthorized, QuotaAdmin
+from kquota.kafka.quotas import QuotaOp as AdapterOp
+from kquota.reconcile import metrics
+
+log = logging.getLogger(__name__)
+
+Ledger = dict[Entity, dict[QuotaKey, float]]
+
+#: Per-entity errors that say the broker could not apply the change *now*, not
+#: that the value is wrong: retried after a short wait, reported as
+#: KafkaUnavailable (in progress), never held for rejected_retry_seconds.
+TRANSIENT_ERRORS = frozenset(
+    {
+        "UNKNOWN_SERVER_ERROR",
+        "REQUEST_TIMED_OUT",
+        "NOT_CONTROLLER",
+        "NETWORK_EXCEPTION",
+        "BROKER_NOT_AVAILABLE",
+        "LEADER_NOT_AVAILABLE",
+        "THROTTLING_QUOTA_EXCEEDED",
+        "CONCURRENT_TRANSACTIONS",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Acted:
+    """What act did: the ledger after it, the entities the brokers refused, and why."""
+
+    ledger: Ledger
+    #: Entities whose change failed, with the broker's message.
+    failed: Mapping[Entity, str]
+    #: The failed entities whose error is transient (sent again soon, not held back).
+    transient: frozenset[Entity]
+    #: Rejections to hold back, including those decide kept.
+    rejections: Mapping[Entity, Rejection]
+    #: The brokers refused AlterClientQuotas itself (a missing ACL): the pass ends in backoff.
+    acl_refusal: KafkaNotAuthorized | None
+
+
+def to_adapter(changes: Iterable[EntityChange]) -> list[EntityAlteration]:
+    return [EntityAlteration(c.entity, tuple(AdapterOp(op.key, op.value) for op in c.ops)) for c in changes]
+
+
+async def act(
+    cluster: str,
+    admin: QuotaAdmin,
+    store: LedgerStore,
+    ledger: Ledger,
+    decision: Decision[Any],
+    retry_at: float,
+) -> Acted:
+    """Write ahead, send ``decision.sendable`` in one alter, roll back and remember what the brokers refused."""
+    sendable = decision.sendable
+    record = decision.record
+    before = {e: dict(ledger[e]) for e in record if e in ledger}
+    ledger = apply_ledger(ledger, record, {})
+    if record:
+        await store.save(ledger, record.keys())
+
+    failed: dict[Entity, str] = {}
+    transient: set[Entity] = set()
+    acl_refusal: KafkaNotAuthorized | None = None
+    if sendable:
+        metrics.QUEUE_DEPTH.labels(cluster).set(len(sendable))
+        metrics.BATCH_OPS.labels(cluster).observe(sum(len(c.ops) for c in sendable))
+        try:
+            results = await asyncio.to_thread(admin.alter, to_adapter(sendable))
+        except KafkaNotAuthorized as exc:
+            # No ALTER_CONFIGS: roll back like a rejection below, but hold nothing back
+            # (granting the ACL is enough), then end the pass in backoff.
+            acl_refusal, results = exc, list(exc.results)
+        for res in results:
+            if not res.ok:
+                failed[res.entity] = res.error_message or f"error code {res.error_code}"
+                if res.error_name in TRANSIENT_ERRORS:
+                    transient.add(res.entity)
+        metrics.QUEUE_DEPTH.labels(cluster).set(0)
+
+    # Roll back the write-ahead for rejected entities (the broker changed nothing there).
+    rejections = dict(decision.rejections)
+    for entity, message in failed.items():
+        if entity in before:
+            ledger[entity] = before[entity]
+        else:
+            ledger.pop(entity, None)
+        if acl_refusal is not None:
+            continue
+        change = next(c for c in sendable if c.entity == entity)
+        if entity in transient:
+            # Not the value's fault (e.g. the controller failed the request):
+            # try again soon, without holding the change back.
+            metrics.ERRORS.labels(cluster, Reason.KAFKA_UNAVAILABLE.value).inc()
+            log.warning("cluster %s: broker could not apply %s now: %s; retrying", cluster, entity, message)
+            continue
+        rejections[entity] = Rejection(change, message, retry_at)
+        metrics.ERRORS.labels(cluster, Reason.REJECTED.value).inc()
+        log.warning("cluster %s: broker rejected %s: %s", cluster, entity, message)
+    forget = {e: keys for e, keys in decision.forget.items() if e not in failed and e not in decision.held_back}
+    ledger = apply_ledger(ledger, {}, forget)
+    if failed or forget:
+        await store.save(ledger, set(failed) | set(forget))
+    metrics.OWNED_KEYS.labels(cluster).set(sum(len(v) for v in ledger.values()))
+    return Acted(ledger, failed, frozenset(transient), rejections, acl_refusal)

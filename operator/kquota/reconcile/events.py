@@ -1,0 +1,187 @@
+"""Part of the report step: the events of what a pass changed on the brokers.
+
+DriftCorrected for each restored key, Contested when a key is restored too
+often, Applied (exact old and new values) for each key set, QuotaRemoved (key,
+old value, cause) for each key removed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kquota.domain.contest import ContestTracker
+from kquota.domain.entities import Entity, QuotaKey
+from kquota.domain.plan import Drift, EntityChange, ResourceRef
+from kquota.domain.status import value_text
+from kquota.k8s.api import Kube, ObjectRef, gather_limited
+from kquota.reconcile import metrics
+from kquota.reconcile.records import ResourceRecord
+from kquota.reconcile.settings import OperatorSettings
+
+log = logging.getLogger(__name__)
+
+Holders = Mapping[tuple[Entity, QuotaKey], ResourceRef]
+Causes = tuple[dict[tuple[Entity, QuotaKey], ResourceRecord], dict[Entity, ResourceRecord]]
+
+
+class Events:
+    """The change events of a pass (part of :class:`~kquota.reconcile.engine.ClusterReconciler`)."""
+
+    name: str
+    kube: Kube
+    settings: OperatorSettings
+    _contest: ContestTracker
+    _entities_by_uid: dict[str, frozenset[Entity]]
+    _cluster_object: Callable[[], Mapping[str, Any]] | None
+
+    def _cluster_ref(self) -> ObjectRef | None:
+        if self._cluster_object is None:
+            return None
+        meta = self._cluster_object().get("metadata") or {}
+        return ObjectRef(
+            "KafkaCluster", "kafkaclusters", None, str(meta.get("name", self.name)), str(meta.get("uid", ""))
+        )
+
+    async def _drift_events(self, drifted: list[Drift], holders: Holders, records: tuple[ResourceRecord, ...]) -> None:
+        by_ref = {r.ref: r for r in records}
+        coros = []
+        for d in drifted:
+            log.info(
+                "cluster %s: drift on %s %s: live %s, restoring %s",
+                self.name,
+                d.entity,
+                d.key.value,
+                d.live,
+                value_text(d.expected),
+            )
+            ref = holders.get((d.entity, d.key))
+            rec = by_ref.get(ref) if ref is not None else None
+            if rec is not None:
+                live = "unset" if d.live is None else value_text(d.live)
+                coros.append(
+                    self.kube.event(
+                        rec.object_ref,
+                        "Normal",
+                        "DriftCorrected",
+                        f"{d.key.value} on {d.entity.path()} was {live} on the brokers; "
+                        f"restored to {value_text(d.expected)}",
+                    )
+                )
+        await gather_limited(coros, self.settings.status_concurrency)
+
+    async def _contest_events(
+        self, contested: list[Drift], holders: Holders, records: tuple[ResourceRecord, ...]
+    ) -> None:
+        """A Warning event for each key that this pass's restore made contested (restored too often)."""
+        by_ref = {r.ref: r for r in records}
+        coros = []
+        for d in contested:
+            metrics.CONTESTED.labels(self.name).inc()
+            text = (
+                f"{d.key.value} on {d.entity.path()} was changed back on the brokers {self._contest.restores} times "
+                f"within {self._contest.window:g}s: another writer is at work; kquota stops restoring it for "
+                f"{self._contest.retry:g}s"
+            )
+            log.warning("cluster %s: %s", self.name, text)
+            ref = holders.get((d.entity, d.key))
+            rec = by_ref.get(ref) if ref is not None else None
+            target = rec.object_ref if rec is not None else self._cluster_ref()
+            if target is not None:
+                coros.append(self.kube.event(target, "Warning", "Contested", text))
+        await gather_limited(coros, self.settings.status_concurrency)
+
+    async def _change_events(
+        self,
+        done: list[EntityChange],
+        live: Mapping[Entity, Mapping[QuotaKey, float]],
+        owned_before: Mapping[Entity, Mapping[QuotaKey, float]],
+        holders: Holders,
+        records: tuple[ResourceRecord, ...],
+        drifted: list[Drift],
+    ) -> set[str]:
+        """An event for every key this pass set or removed on the brokers, with exact values.
+
+        A set key goes to the resource that holds it (``Applied``, old and new
+        value); a removed key to the resource whose deletion or edit caused it,
+        else to the KafkaCluster (``QuotaRemoved``, with the cause). Drift
+        corrections have their own event. Returns the uids that got an Applied
+        event, so the status-change event does not repeat it.
+        """
+        by_ref = {r.ref: r for r in records}
+        causes = self._removal_causes(records) if any(op.value is None for c in done for op in c.ops) else ({}, {})
+        drift = {(d.entity, d.key) for d in drifted}
+        applied: dict[str, tuple[ResourceRecord, list[str]]] = {}
+        removed: dict[tuple[str, str], tuple[ResourceRecord | None, bool, list[str]]] = {}
+        coros = []
+        for change in done:
+            have = live.get(change.entity, {})
+            for op in change.ops:
+                old = have.get(op.key)
+                if op.value is not None:
+                    holder = holders.get((change.entity, op.key))
+                    rec = by_ref.get(holder) if holder is not None else None
+                    if rec is None or (change.entity, op.key) in drift:
+                        continue
+                    was = "unset" if old is None else value_text(old)
+                    applied.setdefault(rec.ref.uid, (rec, []))[1].append(
+                        f"{op.key.value}={value_text(op.value)} on {change.entity.path()} (was {was})"
+                    )
+                    continue
+                cause_rec, cause, warn = self._removal_cause(change.entity, op.key, causes, owned_before)
+                text = f"{op.key.value} on {change.entity.path()} (was {'unset' if old is None else value_text(old)})"
+                log.info("cluster %s: removed %s from the brokers: %s", self.name, text, cause)
+                metrics.REMOVED.labels(self.name).inc()
+                group = (cause_rec.ref.uid if cause_rec is not None else "", cause)
+                removed.setdefault(group, (cause_rec, warn, []))[2].append(text)
+        for (_, cause), (cause_rec, warn, texts) in removed.items():
+            # One event per resource and cause, naming every key: a deleted resource's
+            # three keys are one event, not three.
+            target = cause_rec.object_ref if cause_rec is not None else self._cluster_ref()
+            if target is not None:
+                message = f"removed from the brokers: {', '.join(texts)}: {cause}"
+                coros.append(self.kube.event(target, "Warning" if warn else "Normal", "QuotaRemoved", message))
+        for rec, texts in applied.values():
+            coros.append(self.kube.event(rec.object_ref, "Normal", "Applied", "set " + ", ".join(texts)))
+        await gather_limited(coros, self.settings.status_concurrency)
+        return set(applied)
+
+    def _removal_causes(self, records: tuple[ResourceRecord, ...]) -> Causes:
+        """Index, once per pass, which resource a removal can come from.
+
+        The first index maps each key of a resource being deleted to it; the
+        second maps each entity a live resource held at its last pass to it
+        (its edit dropped the key). Earlier records win, as a scan would.
+        Built once so a prune of N resources costs O(N), not O(N^2).
+        """
+        deleting: dict[tuple[Entity, QuotaKey], ResourceRecord] = {}
+        held: dict[Entity, ResourceRecord] = {}
+        for rec in records:
+            if rec.deleting:
+                for entity, values in rec.entries:
+                    for key in values:
+                        deleting.setdefault((entity, key), rec)
+            elif rec.error is None:
+                for entity in self._entities_by_uid.get(rec.ref.uid, ()):
+                    held.setdefault(entity, rec)
+        return deleting, held
+
+    def _removal_cause(
+        self,
+        entity: Entity,
+        key: QuotaKey,
+        causes: Causes,
+        owned_before: Mapping[Entity, Mapping[QuotaKey, float]],
+    ) -> tuple[ResourceRecord | None, str, bool]:
+        """Which resource a removal comes from, why, and whether it deserves a Warning."""
+        deleting, held = causes
+        rec = deleting.get((entity, key))
+        if rec is not None:
+            return rec, f"{rec.ref} is being deleted", False
+        rec = held.get(entity)
+        if rec is not None:
+            return rec, f"{rec.ref} no longer sets it", False
+        if key not in owned_before.get(entity, {}):
+            return None, f"KafkaCluster {self.name} has unmanaged.policy Adopt and no resource sets it", True
+        return None, "kquota set it and no resource sets it any more (its resource was deleted or moved)", True

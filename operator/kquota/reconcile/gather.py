@@ -1,0 +1,319 @@
+"""The gather step of a pass: every read it makes, in two frozen inputs.
+
+Before decide (:class:`PassInput`), in order: the KafkaCluster (connection,
+Secrets, policy), the resources, the ownership ledger (first pass, and every
+pass until a load succeeds), the Kafka cluster's id and brokers (a younger
+KafkaCluster for the same id stops here), the topics TopicQuotas name, the live
+quotas (all of them, or a narrow pass's entities) and the KafkaCluster's
+removal approval. What only the outcomes and statuses need (:class:`Observations`:
+the brokers' controller windows and quota callbacks, cached for a drift
+interval, and the quota metrics, full passes at most every metrics_interval) is
+read after act, so those reads never delay a change on its way to the brokers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kquota.domain.callback import CALLBACK_CONFIG, callbacks_from_configs, cluster_condition
+from kquota.domain.decide import narrow
+from kquota.domain.entities import Entity, QuotaKey
+from kquota.domain.guard import APPROVAL_ANNOTATION
+from kquota.domain.mutation import WINDOW_NUM, WINDOW_SIZE, ControllerWindow, window_from_configs
+from kquota.domain.observed import MetricsReading
+from kquota.domain.topic_outcomes import TopicFacts, probe_topic, topic_recs
+from kquota.domain.topics import TopicLayout
+from kquota.k8s.ledger import LedgerStore
+from kquota.kafka.metrics import MetricsSource, read_quota_metrics
+from kquota.kafka.metrics import source_for as metrics_source_for
+from kquota.kafka.quotas import KafkaNotAuthorized, QuotaAdmin
+from kquota.reconcile.records import ClusterConfig, ResourceRecord
+from kquota.reconcile.settings import OperatorSettings
+
+log = logging.getLogger(__name__)
+
+Ledger = dict[Entity, dict[QuotaKey, float]]
+#: KIP-1010's proposed topic configs; a broker that has them can enforce topic budgets itself.
+KIP1010_CONFIGS = frozenset({"producer.byte.rate", "consumer.byte.rate"})
+
+
+class DuplicateCluster(Exception):
+    """An older KafkaCluster already manages the Kafka cluster this one points at."""
+
+
+class ClusterNotReady(Exception):
+    """The KafkaCluster cannot be used yet (missing, or its Secret is unreadable)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PassInput:
+    """Everything decide needs, read once; after act only :meth:`Gather.observe` reads again."""
+
+    cfg: ClusterConfig
+    admin: QuotaAdmin
+    #: Every resource of this cluster, and those the pass covers (a narrow pass's part of them).
+    every: tuple[ResourceRecord, ...]
+    records: tuple[ResourceRecord, ...]
+    #: The entities a narrow pass covers; None: a full pass.
+    touched: frozenset[Entity] | None
+    ledger: Ledger
+    brokers: tuple[int, ...]
+    topics: TopicFacts
+    live: Mapping[Entity, Mapping[QuotaKey, float]]
+    approval: str | None
+
+    @property
+    def full(self) -> bool:
+        return self.touched is None
+
+
+@dataclass(frozen=True, slots=True)
+class Observations:
+    """What a pass reads for its outcomes and statuses only (after act)."""
+
+    windows: Mapping[int, ControllerWindow]
+    #: Each broker's client.quota.callback.class; None when the brokers refused to say.
+    callbacks: Mapping[int, str] | None
+    #: The quota metrics, when this pass read them.
+    reading: MetricsReading | None
+
+
+def describe_each(admin: QuotaAdmin, entities: Iterable[Entity]) -> dict[Entity, dict[QuotaKey, float]]:
+    """The live quotas of a few entities, one small request each (a narrow pass)."""
+    live = {}
+    for entity in entities:
+        values = admin.describe_entity(entity)
+        if values:
+            live[entity] = values
+    return live
+
+
+class Gather:
+    """The reads of a pass and their caches (part of :class:`~kquota.reconcile.engine.ClusterReconciler`)."""
+
+    name: str
+    settings: OperatorSettings
+    ledger_store: LedgerStore
+    _records: Callable[[], Iterable[ResourceRecord]]
+    _cluster: Callable[[], Awaitable[ClusterConfig | None]]
+    _cluster_object: Callable[[], Mapping[str, Any]] | None
+    _peers: Callable[[], Mapping[str, tuple[str, str | None]]]
+    _admin_factory: Callable[[ClusterConfig], QuotaAdmin]
+    _entities_by_uid: dict[str, frozenset[Entity]]
+
+    def _init_gather(self) -> None:
+        self._admin: QuotaAdmin | None = None
+        self._admin_conn: object | None = None
+        #: Loaded by the first pass (and by every pass until a load succeeds).
+        self._ledger: Ledger | None = None
+        self._cluster_id: str | None = None
+        self._brokers: list[int] | None = None
+        self._windows: tuple[float, dict[int, ControllerWindow]] | None = None
+        #: (when read, each broker's client.quota.callback.class; None when the brokers refused to say).
+        self._callbacks: tuple[float, list[int], dict[int, str] | None] | None = None
+        # The metrics source is kept: the scrape source remembers readings.
+        self._metrics_src: MetricsSource | None = None
+        self._metrics_read_at = 0.0
+        self._wait = self.settings.drift_interval
+
+    async def gather(self, scope: frozenset[str] | None) -> PassInput:
+        """Every read of one pass: over everything (``scope`` None) or narrowed to the resources with these uids."""
+        cfg = await self._cluster()
+        if cfg is None:
+            raise ClusterNotReady(f"KafkaCluster {self.name!r} not found or not usable")
+        every = tuple(r for r in self._records() if r.cluster == self.name)
+        if self._ledger is None:
+            self._ledger = await self.ledger_store.load()
+        admin = self._admin_for(cfg)
+        # Before anything is read or written: is this Kafka cluster another KafkaCluster's?
+        cluster_id, brokers = await self._cluster_info(admin, fresh=scope is None)
+        self._refuse_duplicate(cluster_id)
+        limit = self.settings.narrow_max_entities
+        narrowed = None if scope is None else narrow(every, scope, self._entities_by_uid, limit)
+        touched = None if narrowed is None else narrowed[1]
+        records = every if narrowed is None else tuple(narrowed[0])
+        topics = await self._topic_facts(admin, records)
+        if touched is None:
+            live = await asyncio.to_thread(admin.describe_all)
+        else:
+            live = await asyncio.to_thread(describe_each, admin, touched)
+        return PassInput(
+            cfg=cfg,
+            admin=admin,
+            every=every,
+            records=records,
+            touched=touched,
+            ledger=self._ledger,
+            brokers=tuple(brokers),
+            topics=topics,
+            live=live,
+            approval=self._approval(),
+        )
+
+    async def observe(self, inp: PassInput, claimers: Iterable[ResourceRecord]) -> Observations:
+        """The reads only outcomes and statuses need: broker configs (cached), metrics (full passes)."""
+        brokers = list(inp.brokers)
+        return Observations(
+            windows=await self._controller_windows(inp.admin, brokers, claimers),
+            callbacks=await self._quota_callbacks(inp.admin, brokers, fresh=inp.full),
+            reading=await self._read_metrics(inp.cfg) if inp.full else None,
+        )
+
+    def _drop_admin(self) -> None:
+        if self._admin is not None:
+            try:
+                self._admin.close()
+            except Exception:
+                log.debug("closing Kafka admin client failed", exc_info=True)
+        self._admin = None
+        self._admin_conn = None
+
+    def _admin_for(self, cfg: ClusterConfig) -> QuotaAdmin:
+        if self._admin is None or self._admin_conn != cfg.connection:
+            self._drop_admin()
+            self._admin = self._admin_factory(cfg)
+            self._admin_conn = cfg.connection
+        return self._admin
+
+    async def _cluster_info(self, admin: QuotaAdmin, fresh: bool) -> tuple[str, list[int]]:
+        """The Kafka cluster's id and brokers' ids, re-read on full passes (at least once per drift interval)."""
+        if fresh or self._brokers is None or self._cluster_id is None:
+            cluster_id, brokers = await asyncio.to_thread(admin.cluster_info)
+            self._cluster_id, self._brokers = cluster_id, brokers
+            return cluster_id, brokers
+        return self._cluster_id, self._brokers
+
+    def _refuse_duplicate(self, cluster_id: str) -> None:
+        """Raise DuplicateCluster when an older KafkaCluster manages the same Kafka cluster.
+
+        Two KafkaClusters on one Kafka cluster keep two ledgers and fight over
+        any key both claim (each restores its value on every drift check), and
+        Adopt on either removes the other's quotas. The older one (creation
+        time, then name) keeps the cluster; the younger changes nothing.
+        """
+        if self.settings.allow_shared_kafka_clusters or self._cluster_object is None:
+            return
+        meta = self._cluster_object().get("metadata") or {}
+        me = (str(meta.get("creationTimestamp") or ""), self.name)
+        for name, (created, other_id) in self._peers().items():
+            if name != self.name and other_id == cluster_id and (created, name) < me:
+                raise DuplicateCluster(
+                    f"KafkaCluster {name!r} already manages Kafka cluster {cluster_id} (created first): this "
+                    "KafkaCluster changes nothing; delete one of them, or set KQUOTA_ALLOW_SHARED_KAFKA_CLUSTERS "
+                    "(Helm value operator.allowSharedKafkaClusters) if several are meant to share it"
+                )
+
+    async def _topic_facts(self, admin: QuotaAdmin, records: Iterable[ResourceRecord]) -> TopicFacts:
+        """The leader layout of every topic a TopicQuota names, and (TopicConfig mode) the KIP-1010 probe."""
+        recs = topic_recs(records)
+        if not recs:
+            return TopicFacts()
+        names = sorted({r.extras["topic"] for r in recs if r.extras["topic"]})
+        refused: dict[str, str] = {}
+        try:
+            leaders = await asyncio.to_thread(admin.topic_leaders, names)
+        except KafkaNotAuthorized as exc:
+            # Per topic: TopicQuotas on topics kquota may describe carry on.
+            leaders = exc.leaders
+            refused = {t: str(exc.only(t)) for t in exc.resources}
+        layouts = {t: TopicLayout.from_partition_leaders(p) for t, p in leaders.items() if p}
+        kip1010: dict[str, bool | str] = {}
+        found: bool | None = None
+        for rec in recs:
+            topic = rec.extras["topic"]
+            if rec.extras["enforcement"] != "TopicConfig" or topic in refused:
+                continue
+            probe = probe_topic(topic, layouts)
+            if found is None and probe is not None:
+                try:
+                    found = bool(KIP1010_CONFIGS & await asyncio.to_thread(admin.topic_config_names, probe))
+                except KafkaNotAuthorized as exc:
+                    kip1010[rec.ref.uid] = str(exc)
+                    continue
+            if found is not None:
+                kip1010[rec.ref.uid] = found
+        return TopicFacts(layouts, refused, kip1010)
+
+    async def _controller_windows(
+        self, admin: QuotaAdmin, brokers: list[int], claimers: Iterable[ResourceRecord]
+    ) -> dict[int, ControllerWindow]:
+        """Each broker's controller quota window, re-read at most once per drift interval."""
+        if not any(r.ref.kind == "ControllerMutationQuota" for r in claimers):
+            return {}
+        now = time.monotonic()
+        if (
+            self._windows is not None
+            and now - self._windows[0] < self.settings.drift_interval
+            and set(self._windows[1]) == set(brokers)
+        ):
+            return self._windows[1]
+        windows = {}
+        for broker in brokers:
+            configs = await asyncio.to_thread(admin.broker_configs, broker, [WINDOW_NUM, WINDOW_SIZE])
+            windows[broker] = window_from_configs(configs)
+        self._windows = (now, windows)
+        return windows
+
+    async def _quota_callbacks(self, admin: QuotaAdmin, brokers: list[int], fresh: bool) -> dict[int, str] | None:
+        """Each broker's client.quota.callback.class (brokers without one left out).
+
+        Re-read on full passes at most once per drift interval, and whenever
+        the brokers change. None when the brokers refuse DescribeConfigs on
+        the cluster (the KafkaCluster then says it could not tell).
+        """
+        now = time.monotonic()
+        cached = self._callbacks
+        if (
+            cached is not None
+            and cached[1] == brokers
+            and (not fresh or now - cached[0] < self.settings.drift_interval)
+        ):
+            return cached[2]
+        configs: dict[int, dict[str, str]] = {}
+        try:
+            for broker in brokers:
+                configs[broker] = await asyncio.to_thread(admin.broker_configs, broker, [CALLBACK_CONFIG])
+            found: dict[int, str] | None = callbacks_from_configs(configs)
+        except KafkaNotAuthorized as exc:
+            log.warning("cluster %s: cannot read %s from the brokers: %s", self.name, CALLBACK_CONFIG, exc)
+            found = None
+        if found and (cached is None or cached[2] != found):
+            log.warning("cluster %s: %s", self.name, cluster_condition(found, False)[2])
+        self._callbacks = (now, list(brokers), found)
+        return found
+
+    async def _read_metrics(self, cfg: ClusterConfig) -> MetricsReading | None:
+        """The brokers' quota metrics, at most every metrics_interval (None: not read this pass)."""
+        if cfg.metrics is None:
+            self._wait = self.settings.drift_interval
+            return None
+        # Passes come at least this often while metrics are configured, so
+        # Throttled flips show up without waiting for a change or drift check.
+        self._wait = min(self.settings.drift_interval, self.settings.metrics_interval)
+        now = time.monotonic()
+        if now - self._metrics_read_at < self.settings.metrics_interval * 0.9:
+            return None
+        self._metrics_read_at = now
+        m = cfg.metrics
+        self._metrics_src = metrics_source_for(
+            m.prometheus_url,
+            m.broker_endpoints,
+            previous=self._metrics_src,
+            selector=m.prometheus_selector,
+            names=m.names,
+        )
+        if self._metrics_src is None:
+            return None
+        return await asyncio.to_thread(read_quota_metrics, self._metrics_src, m.window_seconds)
+
+    def _approval(self) -> str | None:
+        if self._cluster_object is None:
+            return None
+        annotations = (self._cluster_object().get("metadata") or {}).get("annotations") or {}
+        value = annotations.get(APPROVAL_ANNOTATION)
+        return str(value) if value is not None else None

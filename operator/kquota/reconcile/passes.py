@@ -1,0 +1,286 @@
+"""One pass of the reconcile loop, as its phases: gather -> decide -> act -> report.
+
+:meth:`Pass.reconcile_once` reads as the phases; the glue around them keeps
+what a pass remembers for the next one (held rejections, contested keys, the
+entities each resource claimed, the removal settle) and releases the
+finalizers of deleted resources whose keys are gone. I/O happens only in
+gather (:mod:`~kquota.reconcile.gather`: before decide, and ``observe`` after
+act for what only outcomes need), act (:mod:`~kquota.reconcile.act`) and report
+(:mod:`~kquota.reconcile.report`, :mod:`~kquota.reconcile.events`); decide is
+:mod:`kquota.domain.decide` and :func:`kquota.domain.outcomes.pass_outcomes`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from kquota.domain.callback import CALLBACK_CONFIG, cluster_condition
+from kquota.domain.contest import ContestTracker
+from kquota.domain.decide import DecideInput, Decision, Rejection, Settle, decide
+from kquota.domain.entities import Entity, QuotaKey
+from kquota.domain.guard import APPROVAL_ANNOTATION, GuardLimits
+from kquota.domain.outcomes import ContestRule, OutcomeFacts, drifted, live_after, pass_outcomes
+from kquota.domain.plan import Drift, Protection, ResourceRef
+from kquota.domain.status import Outcome, Reason
+from kquota.reconcile import metrics
+from kquota.reconcile.act import Acted, act
+from kquota.reconcile.gather import Gather, Ledger, Observations, PassInput
+from kquota.reconcile.records import ResourceRecord
+from kquota.reconcile.report import Report
+
+log = logging.getLogger(__name__)
+
+#: Seconds before a transiently failed change is sent again.
+TRANSIENT_RETRY_SECONDS = 5.0
+
+
+@dataclass(slots=True)
+class PassReport:
+    """What one pass did; returned for tests and logged."""
+
+    changes: int = 0
+    ops: int = 0
+    rejected: int = 0
+    drift: int = 0
+    status_writes: int = 0
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+
+
+class Pass(Gather, Report):
+    """One pass and what it remembers (part of :class:`~kquota.reconcile.engine.ClusterReconciler`)."""
+
+    #: Provided by the loop: a pass soon (for a change, or a full one that is not a change).
+    trigger: Callable[[], None]
+    _wake_full: Callable[[], None]
+    _last_trigger: float
+
+    def _init_pass(self) -> None:
+        self._rejections: dict[Entity, Rejection] = {}
+        #: Since when removals wait for changes to stop (None: they do not).
+        self._deferring_since: float | None = None
+        #: Finalizers waiting for a deleting resource's keys to leave the brokers, by uid.
+        self._release_waiters: dict[str, list[asyncio.Future[None]]] = {}
+        #: The entities each resource claimed when last seen (a narrow pass also covers what it used to claim).
+        self._entities_by_uid: dict[str, frozenset[Entity]] = {}
+        self._reasons: dict[str, Reason] = {}
+        s = self.settings
+        self._limits = GuardLimits(
+            s.deletion_guard, s.deletion_guard_percent, s.deletion_guard_max, s.deletion_guard_min
+        )
+        self._contest = ContestTracker(s.contested_restores, s.contested_window, s.contested_retry)
+
+    async def reconcile_once(self, scope: frozenset[str] | None = None) -> PassReport:
+        """One pass: over everything (``scope`` None) or narrowed to the resources with these uids."""
+        started = time.monotonic()
+        inp = await self.gather(scope)
+        decision = decide(self._decide_input(inp))
+        self._decided(decision)
+        acted = await act(
+            self.name,
+            inp.admin,
+            self.ledger_store,
+            inp.ledger,
+            decision,
+            time.monotonic() + self.settings.rejected_retry_seconds,
+        )
+        self._acted(inp, acted)
+        if acted.acl_refusal is not None:
+            raise acted.acl_refusal
+        seen = await self.observe(inp, decision.claimers)
+        fixed = drifted(decision, acted.failed.keys())
+        # Record the restores first: a key restored once too often is contested in the outcomes.
+        now = time.monotonic()
+        newly_contested = [d for d in fixed if self._contest.restored((d.entity, d.key), now)]
+        after = live_after(inp.live, decision.sendable, acted.failed.keys())
+        result = pass_outcomes(decision, self._outcome_facts(inp, seen, decision, acted, after))
+        report = await self._report(inp, seen, decision, acted, fixed, newly_contested, result, after)
+        self._finish(inp, decision, acted.ledger, result)
+        self._log_pass(inp, report, started)
+        return report
+
+    def _decide_input(self, inp: PassInput) -> DecideInput[ResourceRecord]:
+        now = time.monotonic()
+        return DecideInput(
+            records=inp.records,
+            topics=inp.topics,
+            grants=inp.cfg.grants,
+            protection=inp.cfg.protection,
+            policy=inp.cfg.policy,
+            live=inp.live,
+            ledger=inp.ledger,
+            touched=inp.touched,
+            remembered=self._entities_by_uid,
+            rejections=self._rejections,
+            contested=self._contest.active(now).keys(),
+            settle=Settle(now, self._last_trigger, self._deferring_since, self.settings.removal_settle),
+            limits=self._limits,
+            approval=inp.approval,
+            now=now,
+        )
+
+    def _decided(self, decision: Decision[ResourceRecord]) -> None:
+        """Keep what decide remembers for the next pass, and schedule the passes it asks for."""
+        self._rejections = dict(decision.rejections)
+        self._deferring_since = decision.deferring_since
+        if decision.wake_in is not None:
+            asyncio.get_running_loop().call_later(decision.wake_in, self._wake_full)
+        if decision.wants_full:
+            # Not a new change: it must not restart the removal settle.
+            self._wake_full()
+        if decision.approved is not None:
+            hold = decision.approved
+            log.warning("cluster %s: %d removals approved (%s=%s)", self.name, hold.count, APPROVAL_ANNOTATION, hold.id)
+
+    def _acted(self, inp: PassInput, acted: Acted) -> None:
+        self._ledger = acted.ledger
+        self._rejections = dict(acted.rejections)
+        if acted.transient and acted.acl_refusal is None:
+            asyncio.get_running_loop().call_later(TRANSIENT_RETRY_SECONDS, self.trigger)
+        if inp.full:
+            self._contest.forget({(e, k) for e, values in acted.ledger.items() for k in values})
+
+    def _outcome_facts(
+        self,
+        inp: PassInput,
+        seen: Observations,
+        decision: Decision[ResourceRecord],
+        acted: Acted,
+        after: Mapping[Entity, Mapping[QuotaKey, float]],
+    ) -> OutcomeFacts:
+        cfg = inp.cfg
+        self._strimzi_text = cfg.protection.strimzi.summary() if cfg.protection.strimzi is not None else None
+        self._callback_condition = (
+            ("Unknown", "NotAuthorized", f"cannot read {CALLBACK_CONFIG}: the brokers refused DescribeConfigs")
+            if seen.callbacks is None
+            else cluster_condition(seen.callbacks, cfg.callback_honoured)
+        )
+        problems = {**decision.held_back, **acted.failed}
+        return OutcomeFacts(
+            live_after=after,
+            problems={e: m for e, m in problems.items() if e not in acted.transient},
+            retrying={e: acted.failed[e] for e in acted.transient},
+            retry_seconds=TRANSIENT_RETRY_SECONDS,
+            windows=seen.windows,
+            callbacks=seen.callbacks or {},
+            callback_honoured=cfg.callback_honoured,
+            contested=self._contest.active(time.monotonic()),
+            contest_rule=ContestRule(self._contest.restores, self._contest.window),
+        )
+
+    async def _report(
+        self,
+        inp: PassInput,
+        seen: Observations,
+        decision: Decision[ResourceRecord],
+        acted: Acted,
+        fixed: list[Drift],
+        newly_contested: list[Drift],
+        result: dict[str, Outcome],
+        after: Mapping[Entity, Mapping[QuotaKey, float]],
+    ) -> PassReport:
+        """Events, then statuses (with observed metrics on full passes), then the KafkaCluster's status."""
+        sent = decision.sendable
+        report = PassReport(len(sent), sum(len(c.ops) for c in sent), len(acted.failed), len(fixed), 0, result)
+        holders, records = decision.claims.holders, decision.records
+        if fixed:
+            metrics.DRIFT.labels(self.name).inc(len(fixed))
+            await self._drift_events(fixed, holders, records)
+            await self._contest_events(newly_contested, holders, records)
+        done = [c for c in sent if c.entity not in acted.failed]
+        announced = await self._change_events(done, inp.live, inp.ledger, holders, records, fixed)
+        if inp.full:
+            # Metrics are read on full passes only: a narrow pass sees too few resources to attribute them.
+            self._observe(inp.cfg, seen.reading, decision.claimers, records, after)
+        report.status_writes = await self._write_statuses(records, result, prune=inp.full, announced=announced)
+        await self._report_hold(decision.hold)
+        await self._write_cluster_status(Reason.APPLIED, f"connected; {len(inp.brokers)} broker(s)", len(inp.brokers))
+        return report
+
+    def _finish(
+        self, inp: PassInput, decision: Decision[ResourceRecord], ledger: Ledger, result: Mapping[str, Outcome]
+    ) -> None:
+        self._resolve_release_waiters(inp.every, ledger, decision.claims.holders, inp.cfg.protection)
+        self._remember(decision.records, decision.claimers + decision.refused, result, full=inp.full)
+        metrics.PASSES.labels(self.name, "ok").inc()
+        if not inp.full:
+            metrics.NARROW_PASSES.labels(self.name).inc()
+
+    def _log_pass(self, inp: PassInput, report: PassReport, started: float) -> None:
+        metrics.RECONCILE_SECONDS.labels(self.name).observe(time.monotonic() - started)
+        if report.changes or report.drift or report.rejected:
+            log.info(
+                "cluster %s: %s pass applied %d ops on %d entities, %d rejected, %d drift corrected, "
+                "%d status writes in %.2fs",
+                self.name,
+                "full" if inp.full else "narrow",
+                report.ops,
+                report.changes,
+                report.rejected,
+                report.drift,
+                report.status_writes,
+                time.monotonic() - started,
+            )
+
+    # -- finalizers, memory ------------------------------------------------------------
+
+    def _resolve_release_waiters(
+        self,
+        records: Iterable[ResourceRecord],
+        ledger: Ledger,
+        holders: Mapping[tuple[Entity, QuotaKey], ResourceRef],
+        protection: Protection,
+    ) -> None:
+        if not self._release_waiters:
+            return
+        by_uid = {r.ref.uid: r for r in records}
+        for uid, waiters in list(self._release_waiters.items()):
+            rec = by_uid.get(uid)
+            # A protected entity is never changed, so deleting a resource cannot wait for
+            # its keys to go (a user added to protectedUsers after its quota was applied).
+            released = rec is None or all(
+                key not in ledger.get(entity, {})
+                or holders.get((entity, key)) not in (None, rec.ref)
+                or protection.covers(entity)
+                for entity, values in rec.entries
+                for key in values
+            )
+            if released:
+                for fut in waiters:
+                    if not fut.done():
+                        fut.set_result(None)
+                del self._release_waiters[uid]
+
+    def _remember(
+        self,
+        records: Iterable[ResourceRecord],
+        claimers: Iterable[ResourceRecord],
+        outcomes: Mapping[str, Outcome],
+        full: bool,
+    ) -> None:
+        """Keep what the next narrow pass needs (entities per resource) and the per-reason gauge."""
+        before = self._entities_by_uid
+        if full:
+            self._entities_by_uid = {}
+            self._reasons.clear()
+        for rec in claimers:
+            if rec.error is not None:
+                # An invalid spec names nothing: remember what it named when it was
+                # valid, so its keys stay kept (and a narrow pass still covers them).
+                self._entities_by_uid[rec.ref.uid] = before.get(rec.ref.uid, frozenset())
+            else:
+                self._entities_by_uid[rec.ref.uid] = frozenset(e for e, _ in rec.entries)
+        for rec in records:
+            out = outcomes.get(rec.ref.uid)
+            if out is not None:
+                self._reasons[rec.ref.uid] = out.reason
+            elif rec.deleting:
+                self._reasons.pop(rec.ref.uid, None)
+        counts: dict[str, int] = {r.value: 0 for r in Reason}
+        for reason in self._reasons.values():
+            counts[reason.value] += 1
+        for reason_name, n in counts.items():
+            metrics.RESOURCES.labels(self.name, reason_name).set(n)

@@ -1,0 +1,298 @@
+"""The report step of a pass: each resource's status (with observed metrics), its events, the KafkaCluster's status.
+
+A status is rendered from its outcome and written as a merge patch only when
+it changes; a resource whose (generation, outcome) was already written is not
+rendered again. Observed metrics are attributed here from the reading gather
+made, and written at a bounded rate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kquota.domain.guard import GuardHold, GuardLimits, hold_message
+from kquota.domain.observed import (
+    NEAR_LIMIT,
+    THROTTLED,
+    MetricsReading,
+    Observed,
+    TopicObserved,
+    attribute,
+    needs_observed_write,
+    observe,
+    observe_topic,
+    previous_near_limit,
+)
+from kquota.domain.status import (
+    Outcome,
+    Reason,
+    merge_patch,
+    needs_write,
+    render_cluster_status,
+    render_status,
+    value_text,
+)
+from kquota.k8s.api import gather_limited
+from kquota.reconcile import metrics
+from kquota.reconcile.events import Events
+from kquota.reconcile.records import ClusterConfig, ResourceRecord
+
+log = logging.getLogger(__name__)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def _flipped_true(
+    prev: Mapping[str, Any] | None, new: Mapping[str, Any], types: tuple[str, ...]
+) -> list[Mapping[str, Any]]:
+    """Conditions of ``types`` that are True in ``new`` and were not True in ``prev``."""
+    before = {c.get("type"): c.get("status") for c in (prev or {}).get("conditions") or []}
+    return [
+        c
+        for c in new.get("conditions") or []
+        if c.get("type") in types and c.get("status") == "True" and before.get(c.get("type")) != "True"
+    ]
+
+
+class Report(Events):
+    """Statuses and events (part of :class:`~kquota.reconcile.engine.ClusterReconciler`)."""
+
+    _limits: GuardLimits
+    _cluster_id: str | None
+
+    def _init_report(self) -> None:
+        #: What kquota last wrote to each resource's status (newer than a watch event that may not have arrived).
+        self._written: dict[str, Mapping[str, Any]] = {}
+        #: (generation, outcome) whose status is known to be on the object: no need to render again.
+        self._rendered: dict[str, tuple[int, Outcome]] = {}
+        # The latest observation per resource, and when status.observed was written.
+        self._observed: dict[str, Observed | TopicObserved] = {}
+        self._observed_written: dict[str, float] = {}
+        self._cluster_written: Mapping[str, Any] | None = None
+        # The mass-removal guard's current hold (None: nothing held) and the last id announced.
+        self._hold: GuardHold | None = None
+        self._hold_text = ""
+        self._hold_announced: str | None = None
+        #: The KafkaCluster's QuotaCallback condition (status, reason, message); None until read.
+        self._callback_condition: tuple[str, str, str] | None = None
+        #: What Strimzi manages on this cluster, in words (None: not a Strimzi Kafka).
+        self._strimzi_text: str | None = None
+
+    # -- observed metrics --------------------------------------------------------------
+
+    def _observe(
+        self,
+        cfg: ClusterConfig,
+        reading: MetricsReading | None,
+        claimers: Iterable[ResourceRecord],
+        records: Iterable[ResourceRecord],
+        live: Mapping[Any, Mapping[Any, float]],
+    ) -> None:
+        """Attribute a full pass's metrics reading to resources (no reading: the last observations stay)."""
+        if cfg.metrics is None:
+            self._observed.clear()
+            return
+        if reading is None:
+            return
+        m = cfg.metrics
+        attribution = attribute(reading, live)
+        seen = set()
+        for rec in claimers:
+            uid = rec.ref.uid
+            if rec.ref.kind in ("ClientQuota", "ControllerMutationQuota") and len(rec.entries) == 1:
+                entity, values = rec.entries[0]
+                prev = self._written.get(uid) or rec.status
+                obs = observe(attribution, entity, values.keys(), m.near_limit_percent, previous_near_limit(prev))
+                if obs is not None:
+                    self._observed[uid] = obs
+                    seen.add(uid)
+        for rec in records:
+            if rec.ref.kind == "TopicQuota" and rec.extras.get("topic") and rec.extras.get("enforcement") == "Monitor":
+                topic_obs = observe_topic(reading, rec.extras["topic"], rec.extras["budget"], m.near_limit_percent)
+                self._observed[rec.ref.uid] = topic_obs
+                seen.add(rec.ref.uid)
+        for uid in set(self._observed) - seen:
+            del self._observed[uid]
+
+    def _with_observed(self, rec: ResourceRecord, outcome: Outcome, prev: Mapping[str, Any]) -> Outcome:
+        """Add status.observed and its conditions, writing new numbers only at a bounded rate."""
+        obs = self._observed.get(rec.ref.uid)
+        if obs is None:
+            return outcome
+        prev_conditions = {c.get("type"): c for c in prev.get("conditions") or [] if isinstance(c, Mapping)}
+        if isinstance(obs, TopicObserved):
+            topic_status: Any = obs.to_status()
+            over = [k.value for k, share in sorted(obs.shares().items()) if share > 1]
+            cond = (
+                ("OverBudget", "True", "BudgetExceeded", f"the topic's traffic exceeds its budget: {', '.join(over)}")
+                if over
+                else ("OverBudget", "False", "WithinBudget", "the topic's traffic is within its budget")
+            )
+            if prev.get("observed") is not None and not self._observed_due(rec.ref.uid, cond, prev_conditions):
+                topic_status = prev["observed"]
+            else:
+                self._observed_written[rec.ref.uid] = time.monotonic()
+            return dataclasses.replace(
+                outcome,
+                extra={**outcome.extra, "observed": topic_status},
+                extra_conditions=(*outcome.extra_conditions, cond),
+            )
+        since = self._observed_written.get(rec.ref.uid)
+        elapsed = None if since is None else time.monotonic() - since
+        status: Any
+        if needs_observed_write(prev.get("observed"), obs, elapsed, self.settings.observed_min_interval):
+            self._observed_written[rec.ref.uid] = time.monotonic()
+            status = obs.to_status()
+            conds = tuple((c.type, c.status, c.reason, c.message) for c in obs.conditions())
+        else:
+            status = prev.get("observed")
+            conds = tuple(
+                (c["type"], c["status"], c["reason"], c["message"])
+                for t in (THROTTLED, NEAR_LIMIT)
+                if (c := prev_conditions.get(t)) is not None
+            )
+        return dataclasses.replace(
+            outcome, extra={**outcome.extra, "observed": status}, extra_conditions=(*outcome.extra_conditions, *conds)
+        )
+
+    def _observed_due(
+        self, uid: str, cond: tuple[str, str, str, str], prev_conditions: Mapping[Any, Mapping[str, Any]]
+    ) -> bool:
+        old = prev_conditions.get(cond[0])
+        if old is None or old.get("status") != cond[1]:
+            return True
+        since = self._observed_written.get(uid)
+        return since is None or time.monotonic() - since >= self.settings.observed_min_interval
+
+    # -- statuses ------------------------------------------------------------------------
+
+    async def _write_statuses(
+        self,
+        records: Iterable[ResourceRecord],
+        outcomes: Mapping[str, Outcome],
+        prune: bool = True,
+        announced: set[str] | frozenset[str] = frozenset(),
+    ) -> int:
+        now = _now()
+        writes = []
+        events = []
+        flips: list[tuple[ResourceRecord, Mapping[str, Any]]] = []
+        live_uids = set()
+        for rec in records:
+            live_uids.add(rec.ref.uid)
+            outcome = outcomes.get(rec.ref.uid)
+            if outcome is None or rec.deleting:
+                continue
+            # Most resources are unchanged in most passes: skip rendering them.
+            # (Observed metrics change on their own, so those always render.)
+            memo = (rec.generation, outcome)
+            if self._rendered.get(rec.ref.uid) == memo and rec.ref.uid not in self._observed:
+                continue
+            # kquota is the only writer of these fields: what it wrote last is newer
+            # than a watch event that may not have arrived yet.
+            prev = self._written.get(rec.ref.uid) or rec.status
+            outcome = self._with_observed(rec, outcome, prev)
+            new = render_status(prev, rec.generation, outcome, rec.display, self.name, now)
+            if not needs_write(prev, new):
+                self._rendered[rec.ref.uid] = memo
+                continue
+            writes.append((rec, new, merge_patch(prev, new), memo[1]))
+            old_ready = next((c for c in (prev or {}).get("conditions") or [] if c.get("type") == "Ready"), None)
+            if (old_ready is None or old_ready.get("reason") != outcome.reason.value) and not (
+                outcome.reason is Reason.APPLIED and rec.ref.uid in announced
+            ):
+                events.append((rec, outcome))
+            flips.extend((rec, c) for c in _flipped_true(prev, new, ("Throttled", "OverBudget")))
+        if prune:
+            for uid in list(self._written):
+                if uid not in live_uids:
+                    del self._written[uid]
+            for uid in list(self._rendered):
+                if uid not in live_uids:
+                    del self._rendered[uid]
+        if not writes:
+            return 0
+
+        async def write(rec: ResourceRecord, status: dict[str, Any], patch: dict[str, Any], outcome: Outcome) -> None:
+            if await self.kube.patch_status(rec.object_ref, patch):
+                self._written[rec.ref.uid] = status
+                self._rendered[rec.ref.uid] = (rec.generation, outcome)
+
+        results = await gather_limited([write(r, s, p, o) for r, s, p, o in writes], self.settings.status_concurrency)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        for err in errors[:3]:
+            log.warning("cluster %s: status write failed: %s", self.name, err)
+        metrics.STATUS_WRITES.labels(self.name).inc(len(writes) - len(errors))
+        await gather_limited(
+            [self._event_for(rec, outcome) for rec, outcome in events], self.settings.status_concurrency
+        )
+        await gather_limited(
+            [self.kube.event(rec.object_ref, "Warning", c["type"], c["message"]) for rec, c in flips],
+            self.settings.status_concurrency,
+        )
+        return len(writes) - len(errors)
+
+    async def _event_for(self, rec: ResourceRecord, outcome: Outcome) -> None:
+        if outcome.reason is Reason.APPLIED:
+            values = ", ".join(f"{k}={value_text(v)}" for k, v in sorted(outcome.applied.items()))
+            await self.kube.event(rec.object_ref, "Normal", "Applied", f"{rec.display}: {values}")
+        elif outcome.reason is Reason.CONTESTED:
+            return  # the Contested event of the restore that made it so says it, with the counts
+        elif outcome.reason is Reason.MONITORING:
+            # Monitor is a mode the user chose, not a problem.
+            await self.kube.event(rec.object_ref, "Normal", outcome.reason.value, outcome.message)
+        elif outcome.reason is not Reason.PENDING:
+            await self.kube.event(rec.object_ref, "Warning", outcome.reason.value, outcome.message)
+
+    # -- the KafkaCluster --------------------------------------------------------------
+
+    async def _report_hold(self, hold: GuardHold | None) -> None:
+        """The hold on the KafkaCluster: condition (with the cluster status), metric, one Warning event per id."""
+        metrics.GUARD_HELD.labels(self.name).set(0 if hold is None else hold.count)
+        self._hold = hold
+        if hold is None:
+            self._hold_announced = None
+            return
+        message = hold_message(hold, self.name, self._limits)
+        self._hold_text = message
+        if self._hold_announced != hold.id:
+            self._hold_announced = hold.id
+            log.warning("cluster %s: %s", self.name, message)
+            ref = self._cluster_ref()
+            if ref is not None:
+                await self.kube.event(ref, "Warning", "DeletionGuard", message)
+
+    async def _write_cluster_status(self, reason: Reason, message: str, brokers: int | None) -> None:
+        if self._cluster_object is None:
+            return
+        body = self._cluster_object()
+        meta = body.get("metadata") or {}
+        prev = self._cluster_written or body.get("status") or {}
+        held = self._hold_text if self._hold is not None and reason is Reason.APPLIED else None
+        new = render_cluster_status(
+            prev,
+            int(meta.get("generation") or 0),
+            reason,
+            message,
+            brokers,
+            _now(),
+            held=held,
+            cluster_id=self._cluster_id,
+            callback=self._callback_condition,
+            strimzi=self._strimzi_text,
+        )
+        ref = self._cluster_ref()
+        if ref is None or not needs_write(prev, new):
+            return
+        try:
+            if await self.kube.patch_status(ref, merge_patch(prev, new)):
+                self._cluster_written = new
+        except Exception as exc:  # noqa: BLE001 - the cluster's own status must not stop quota work
+            log.warning("cluster %s: could not write KafkaCluster status: %s", self.name, exc)
