@@ -8,10 +8,21 @@ server paths are the e2e tests'.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
 
 from kquota.domain.entities import Entity
+from kquota.domain.observed import MetricsReading
 from kquota.domain.status import Reason
-from tests.support.engine import Broker, Kube, engine, quota, reason
+from kquota.reconcile import engine as engine_module
+from kquota.reconcile import report as report_module
+from kquota.reconcile.engine import ClusterReconciler
+from kquota.reconcile.records import MetricsConfig
+from tests.support.engine import Broker, Kube, config, engine, quota, reason
 from tests.support.quotas import P
 
 
@@ -101,5 +112,114 @@ def test_a_value_the_broker_refuses_is_held_back() -> None:
         report = await eng.reconcile_once()
         assert report.changes == 0, "a rejected value must not be retried in a hot loop"
         assert reason(kube, "q") == Reason.REJECTED.value
+
+    asyncio.run(run())
+
+
+def metrics_engine(records: list[Any], broker: Broker, kube: Kube) -> tuple[ClusterReconciler, list[MetricsReading]]:
+    """An engine with spec.metrics whose readings come from a list (the last one is returned each time)."""
+    cfg = config(metrics=MetricsConfig(None, ("http://unused:9404/metrics",), 60.0, 80))
+    eng = engine(records, broker, kube, cfg)
+    readings = [MetricsReading("scrape", 0.0, 60.0, True)]
+
+    async def read(_: Any) -> MetricsReading:
+        return readings[-1]
+
+    eng._read_metrics = read  # type: ignore[method-assign]
+    return eng, readings
+
+
+def test_between_drift_checks_a_metrics_reading_reads_nothing_else_and_writes_only_what_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    renders = 0
+    render = report_module.render_status
+
+    def counting_render(*args: Any, **kwargs: Any) -> Any:
+        nonlocal renders
+        renders += 1
+        return render(*args, **kwargs)
+
+    monkeypatch.setattr(report_module, "render_status", counting_render)
+
+    async def run() -> None:
+        broker, kube = Broker(), Kube()
+        records = [quota(f"q{i}", f"u{i}", 100 + i) for i in range(20)]
+        eng, readings = metrics_engine(records, broker, kube)
+        writes = 0
+        patch = kube.patch_status
+
+        async def counting(ref: Any, status: Any) -> bool:
+            nonlocal writes
+            writes += ref.name != "c"  # the resources' statuses, not the KafkaCluster's
+            return await patch(ref, status)
+
+        kube.patch_status = counting  # type: ignore[method-assign]
+        await eng.reconcile_once()
+        eng._full = False  # as the loop leaves it when it starts a pass nothing has asked to widen
+        assert broker.described_all == 1 and writes == 20
+        assert kube.statuses["q0"]["observed"]["available"] is True
+        # The same reading again: nothing read from the brokers, nothing rendered, nothing written.
+        rendered = renders
+        assert await eng._observe_between_drift_checks()
+        assert (broker.described_all, writes, renders) == (1, 20, rendered)
+        # The metrics source fails: every status says so at once (a flip), still without a pass.
+        readings.append(MetricsReading("scrape", 5.0, 60.0, False, error="connection refused"))
+        assert await eng._observe_between_drift_checks()
+        assert (broker.described_all, writes) == (1, 40)
+        assert kube.statuses["q0"]["observed"]["available"] is False
+        assert await eng._observe_between_drift_checks()
+        assert writes == 40
+        # A change since the last full pass (a narrow pass ran): the next reading comes with a full pass.
+        records[3] = quota("q3", "u3", 999, generation=2)
+        await eng.reconcile_once(frozenset({"q3"}))
+        assert not await eng._observe_between_drift_checks()
+        await eng.reconcile_once()
+        assert await eng._observe_between_drift_checks()
+        assert broker.described_all == 2
+        # The drift check is due: a full pass, not a reading.
+        eng.last_full_at -= eng.settings.drift_interval
+        assert not await eng._observe_between_drift_checks()
+
+    asyncio.run(run())
+
+
+async def until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    for _ in range(int(timeout / 0.01)):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not met in time")
+
+
+def test_a_lone_change_after_a_quiet_spell_goes_at_once_and_a_burst_waits_to_become_one_pass(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(engine_module, "BURST_GAP_SECONDS", 0.3)
+
+    async def run() -> None:
+        broker, kube = Broker(), Kube()
+        records = [quota("q0", "u0", 100), quota("q1", "u1", 100)]
+        eng = engine(records, broker, kube)
+        eng.settings = eng.settings.model_copy(update={"coalesce_seconds": 1.0})
+        loop = asyncio.create_task(eng.run())
+        try:
+            await until(lambda: broker.live.get(Entity.for_user("u0")) == {P: 100.0})
+            await asyncio.sleep(0.5)  # quiet
+            records[0] = quota("q0", "u0", 200, generation=2)
+            t0 = time.monotonic()
+            eng.trigger("q0")
+            await until(lambda: broker.live[Entity.for_user("u0")] == {P: 200.0})
+            assert time.monotonic() - t0 < 0.5, "a lone change waited for the coalescing delay"
+            # Right after that pass: this change follows another closely, so it waits.
+            records[1] = quota("q1", "u1", 300, generation=2)
+            t0 = time.monotonic()
+            eng.trigger("q1")
+            await until(lambda: broker.live[Entity.for_user("u1")] == {P: 300.0})
+            assert time.monotonic() - t0 >= 0.9, "a change in a burst did not wait to be coalesced"
+        finally:
+            loop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop
 
     asyncio.run(run())

@@ -59,6 +59,9 @@ __all__ = ["ClusterNotReady", "ClusterReconciler", "DuplicateCluster", "PassRepo
 
 log = logging.getLogger(__name__)
 
+#: A lone change after the loop waited this long starts a pass at once (no coalescing wait).
+BURST_GAP_SECONDS = 1.0
+
 
 class ClusterReconciler(Pass):
     """Keeps one Kafka cluster's quotas equal to what its resources declare."""
@@ -91,6 +94,8 @@ class ClusterReconciler(Pass):
         self._init_pass()
         self._wake = asyncio.Event()
         self._first_trigger: float | None = None
+        #: Triggers since the loop last woke (more than one: a burst, coalesced).
+        self._pending = 0
         #: When the last change arrived (removals wait for changes to stop).
         self._last_trigger = float("-inf")
         #: The LedgerFromNewerOperator message last logged and sent as an event (None: none since the last pass).
@@ -116,6 +121,7 @@ class ClusterReconciler(Pass):
         if self._first_trigger is None:
             self._first_trigger = time.monotonic()
         self._last_trigger = time.monotonic()
+        self._pending += 1
         self._wake.set()
 
     def _wake_full(self) -> None:
@@ -142,15 +148,24 @@ class ClusterReconciler(Pass):
         self.trigger()
         while stopped is None or not stopped.is_set():
             # On timeout this is the drift check: a pass with nothing changed on our side.
+            idle_since = time.monotonic()
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=self._wait)
             except TimeoutError:
+                # With spec.metrics the loop wakes every metrics_interval; before the drift
+                # check is due, only the metrics are read (and the statuses they change).
+                if await self._observe_between_drift_checks():
+                    continue
                 # The drift check covers everything; re-render every status too,
                 # in case someone edited one by hand.
                 self._full = True
                 self._rendered.clear()
-            if self.settings.coalesce_seconds:
+            # A change after a quiet second goes at once; changes that follow one another
+            # closely (kubectl apply of a directory, a prune) wait a little to become one pass.
+            burst = self._pending > 1 or time.monotonic() - idle_since < BURST_GAP_SECONDS
+            if self.settings.coalesce_seconds and burst:
                 await asyncio.sleep(self.settings.coalesce_seconds)
+            self._pending = 0
             self._wake.clear()
             started = self._first_trigger
             self._first_trigger = None
@@ -198,6 +213,19 @@ class ClusterReconciler(Pass):
                 await self._sleep_or_wake(backoff)
                 backoff = min(backoff * 2, self.settings.retry_max_seconds)
                 self._wake.set()
+
+    async def _observe_between_drift_checks(self) -> bool:
+        """A metrics reading instead of a full pass, when nothing else is due (see Pass.observe_once)."""
+        due = time.monotonic() - self.last_full_at >= self.settings.drift_interval
+        if due or self._full or self._dirty or self._hold is not None:
+            return False
+        try:
+            return await self.observe_once()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.warning("cluster %s: reading metrics between drift checks failed", self.name, exc_info=True)
+            return False
 
     async def _announce_newer_ledger(self, exc: LedgerFromNewerOperator) -> None:
         """Say once (an error log line, a Warning event on the KafkaCluster) that this cluster is left alone.

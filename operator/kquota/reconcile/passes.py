@@ -38,6 +38,16 @@ log = logging.getLogger(__name__)
 TRANSIENT_RETRY_SECONDS = 5.0
 
 
+@dataclass(frozen=True, slots=True)
+class _ObserveBasis:
+    """A full pass's resources, claimers, brokers' quotas after it and outcomes (see Pass.observe_once)."""
+
+    records: tuple[ResourceRecord, ...]
+    claimers: tuple[ResourceRecord, ...]
+    live: Mapping[Entity, Mapping[QuotaKey, float]]
+    outcomes: Mapping[str, Outcome]
+
+
 @dataclass(slots=True)
 class PassReport:
     """What one pass did; returned for tests and logged."""
@@ -72,10 +82,16 @@ class Pass(Gather, Report):
             s.deletion_guard, s.deletion_guard_percent, s.deletion_guard_max, s.deletion_guard_min
         )
         self._contest = ContestTracker(s.contested_restores, s.contested_window, s.contested_retry)
+        #: What the last pass left for a metrics reading between drift checks (None: a full pass is needed).
+        self._observe_basis: _ObserveBasis | None = None
+        #: When the last full pass ended (the drift check is due drift_interval later).
+        self.last_full_at = float("-inf")
 
     async def reconcile_once(self, scope: frozenset[str] | None = None) -> PassReport:
         """One pass: over everything (``scope`` None) or narrowed to the resources with these uids."""
         started = time.monotonic()
+        # Whatever this pass changes, the last one's outcomes are no basis for a metrics reading any more.
+        self._observe_basis = None
         inp = await self.gather(scope)
         decision = decide(self._decide_input(inp))
         self._decided(decision)
@@ -99,8 +115,30 @@ class Pass(Gather, Report):
         result = pass_outcomes(decision, self._outcome_facts(inp, seen, decision, acted, after))
         report = await self._report(inp, seen, decision, acted, fixed, newly_contested, result, after)
         self._finish(inp, decision, acted.ledger, result)
+        if inp.full:
+            self.last_full_at = time.monotonic()
+            self._observe_basis = _ObserveBasis(decision.records, decision.claimers, after, result)
         self._log_pass(inp, report, started)
         return report
+
+    async def observe_once(self) -> bool:
+        """Between drift checks, with ``spec.metrics``: read the metrics and write the statuses they change.
+
+        Nothing else is read or decided: the outcomes, the resources and the brokers' quotas are the
+        last full pass's, valid because any change since (a resource, the KafkaCluster, an error)
+        triggers a pass, which drops them. False: there is no such basis, a full pass must run.
+        """
+        basis = self._observe_basis
+        if basis is None:
+            return False
+        cfg = await self._cluster()
+        if cfg is None or cfg.metrics is None:
+            return False
+        reading = await self._read_metrics(cfg)
+        if reading is not None:
+            self._observe(cfg, reading, basis.claimers, basis.records, basis.live)
+            await self._write_statuses(basis.records, basis.outcomes, prune=False)
+        return True
 
     def _decide_input(self, inp: PassInput) -> DecideInput[ResourceRecord]:
         now = time.monotonic()

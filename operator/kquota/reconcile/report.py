@@ -75,6 +75,10 @@ class Report(Events):
         # The latest observation per resource, and when status.observed was written.
         self._observed: dict[str, Observed | TopicObserved] = {}
         self._observed_written: dict[str, float] = {}
+        #: The observation each status shows in full (not held back by observed_min_interval): a resource
+        #: whose outcome and observation are both unchanged is not rendered again (at 10,000 resources,
+        #: rendering every one on every metrics reading was most of the cost of standing still).
+        self._observed_shown: dict[str, Observed | TopicObserved] = {}
         self._cluster_written: Mapping[str, Any] | None = None
         # The mass-removal guard's current hold (None: nothing held) and the last id announced.
         self._hold: GuardHold | None = None
@@ -191,17 +195,24 @@ class Report(Events):
             if outcome is None or rec.deleting:
                 continue
             # Most resources are unchanged in most passes: skip rendering them.
-            # (Observed metrics change on their own, so those always render.)
+            # (Observed metrics change on their own: those render when the observation does.)
+            uid = rec.ref.uid
             memo = (rec.generation, outcome)
-            if self._rendered.get(rec.ref.uid) == memo and rec.ref.uid not in self._observed:
+            obs = self._observed.get(uid)
+            if self._rendered.get(uid) == memo and (obs is None or self._observed_shown.get(uid) == obs):
                 continue
             # kquota is the only writer of these fields: what it wrote last is newer
             # than a watch event that may not have arrived yet.
-            prev = self._written.get(rec.ref.uid) or rec.status
+            prev = self._written.get(uid) or rec.status
             outcome = self._with_observed(rec, outcome, prev)
             new = render_status(prev, rec.generation, outcome, rec.display, self.name, now)
+            # Shown in full, or held back by observed_min_interval (then rendered again next time).
+            if obs is not None and new.get("observed") == obs.to_status():
+                self._observed_shown[uid] = obs
+            else:
+                self._observed_shown.pop(uid, None)
             if not needs_write(prev, new):
-                self._rendered[rec.ref.uid] = memo
+                self._rendered[uid] = memo
                 continue
             writes.append((rec, new, merge_patch(prev, new), memo[1]))
             old_ready = next((c for c in (prev or {}).get("conditions") or [] if c.get("type") == "Ready"), None)
@@ -217,6 +228,9 @@ class Report(Events):
             for uid in list(self._rendered):
                 if uid not in live_uids:
                     del self._rendered[uid]
+            for uid in list(self._observed_shown):
+                if uid not in live_uids:
+                    del self._observed_shown[uid]
         if not writes:
             return 0
 

@@ -15,7 +15,12 @@ class OperatorSettings(BaseSettings):
         default_factory=list, description="Namespaces to watch for quota resources (empty: all)."
     )
     drift_interval: float = Field(60.0, gt=0, description="Seconds between drift checks when nothing changes.")
-    coalesce_seconds: float = Field(0.05, ge=0, description="Wait after a change so a burst becomes one pass.")
+    coalesce_seconds: float = Field(
+        0.05,
+        ge=0,
+        description="Wait after a change that follows another within a second, so a burst becomes one pass "
+        "(a lone change goes at once).",
+    )
     retry_max_seconds: float = Field(30.0, gt=0, description="Longest backoff while Kafka is unreachable.")
     rejected_retry_seconds: float = Field(
         300.0, gt=0, description="How long a broker-rejected value waits before a retry."
