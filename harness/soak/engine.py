@@ -364,6 +364,8 @@ class Soak:
     #: wait, with one more resource to apply): shows that the soak catches and replays it.
     break_at: int | None = None
     converge_seconds: float = CONVERGE_SECONDS
+    #: What replays a history not generated from the seed (a test's own steps); None: ``make soak``.
+    replay_command: str | None = None
     kube: KubeAPIServer | None = None
     kafka: KafkaCluster | None = None
     proxy: SlowProxy | None = None
@@ -741,6 +743,8 @@ class Soak:
         return report
 
     def replay(self, step: int) -> str:
+        if self.replay_command is not None:
+            return self.replay_command
         kinds = "" if self.kinds == FAULT_KINDS else f" KINDS={','.join(self.kinds)}"
         broken = f" BREAK={self.break_at}" if self.break_at is not None and self.break_at <= step else ""
         return f"make soak SEED={self.seed} FAULTS={step}{kinds}{broken}"

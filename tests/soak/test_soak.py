@@ -91,6 +91,7 @@ def test_a_frozen_operator_is_caught_and_reported_with_the_step_that_replays_it(
 def test_a_ledger_deleted_by_hand_then_a_restart_loses_no_ownership(soak: engine.Soak) -> None:
     soak.break_at = None
     soak.converge_seconds = 12.0
+    soak.replay_command = "pytest tests/soak -k ledger_deleted --runxfail"
     first = len(soak.report.steps) + 1 if soak.report else 1
     mutation = Resource(
         MUTATION_QUOTA,
