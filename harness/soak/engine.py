@@ -320,7 +320,16 @@ class ReadyWatch:
         objs = self.soak.objects()
         if objs is None:
             return
-        ready = [o for o in objs if ready_for_generation(o) and not o["metadata"].get("deletionTimestamp")]
+        # A resource that lost a key to an older claim (a conflict) is judged by the convergence
+        # check (it must end not Ready); here only the claims that win are: their Ready must be live.
+        winners = claims(objs).winners
+        ready = [
+            o
+            for o in objs
+            if ready_for_generation(o)
+            and not o["metadata"].get("deletionTimestamp")
+            and (o["kind"], o["metadata"]["namespace"], o["metadata"]["name"]) in winners
+        ]
         broker = self.soak.broker()
         self.checked += len(ready)
         suspects = [o for o in ready if self._mismatch(o, broker) is not None]
@@ -376,6 +385,9 @@ class Soak:
     setup_seconds: float = 0.0
     _priority: int = 1000
     _events_seen: dict[str, int] = field(default_factory=dict)
+    #: After a failover: the standby, until it has taken over (a step with nothing to do
+    #: would otherwise converge at once, and the takeover's wait land on the next step).
+    _takeover: OperatorProcess | None = None
     #: Stray keys a broken step left (reported once): later steps may find them or not.
     tolerated: dict[tuple[Entity, str], float] = field(default_factory=dict)
     #: Ledger discrepancies already reported (a later step reports only new ones).
@@ -526,7 +538,7 @@ class Soak:
             )
             began = time.monotonic()
             op.kill()
-            self.operator = standby
+            self.operator = self._takeover = standby
             self.send(step.during)
         elif kind == "broker-kill":
             kafka.kill_broker(0)
@@ -592,6 +604,10 @@ class Soak:
 
     def converged(self) -> tuple[bool, str, Claims | None, dict[Entity, dict[str, float]]]:
         """Whether the broker and every status have caught up; the reason when not."""
+        if self._takeover is not None:
+            if "Resuming operations" not in self._takeover.log():
+                return False, "the standby replica has not taken over", None, {}
+            self._takeover = None
         objs = self.objects()
         if objs is None:
             return False, "API server not answering", None, {}
@@ -610,13 +626,11 @@ class Soak:
             o["metadata"]["name"]
             for o in objs
             if (o.get("status") or {}).get("observedGeneration") != o["metadata"].get("generation")
-            or (
-                (o["kind"], o["metadata"]["namespace"], o["metadata"]["name"]) in c.winners
-                and not ready_for_generation(o)
-            )
+            # Winners of every key they claim are Ready; a resource losing a key to an older one is not.
+            or ready_for_generation(o) != ((o["kind"], o["metadata"]["namespace"], o["metadata"]["name"]) in c.winners)
         ]
         if stale:
-            return False, f"status not caught up (or not Ready): {stale[:10]}", c, broker
+            return False, f"status not caught up (winner not Ready, or loser Ready): {stale[:10]}", c, broker
         return True, "", c, broker
 
     def _without_tolerated(

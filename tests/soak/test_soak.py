@@ -85,7 +85,8 @@ def test_a_frozen_operator_is_caught_and_reported_with_the_step_that_replays_it(
 
 @pytest.mark.xfail(
     strict=True,
-    reason="found by the soak (seed 2): a ledger deleted by hand is not rewritten by the running operator; "
+    reason="found by the soak (make soak SEED=1 FAULTS=48: ledger deleted at step 42, failover at 48): a ledger "
+    "deleted by hand is not rewritten by the running operator; "
     "after a restart, a deleted resource's keys stay on the brokers",
 )
 def test_a_ledger_deleted_by_hand_then_a_restart_loses_no_ownership(soak: engine.Soak) -> None:
