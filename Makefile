@@ -11,7 +11,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # pytest arguments, e.g. `make test PYTEST_ARGS="-k reconcile -x"`
 PYTEST_ARGS ?=
 
-.PHONY: help setup venv system-packages tools lint test test-node test-unit test-faults test-matrix demo demo-node crds lock clean
+.PHONY: help setup venv system-packages tools lint test test-node test-unit test-faults test-matrix soak demo demo-node crds lock clean
 
 help:
 	@echo "make demo   - local Kafka + kube-apiserver + operator + examples, then show status (Ctrl-C stops all)"
@@ -20,6 +20,7 @@ help:
 	@echo "make test-node - only the tests on the single-node cluster (operator pods from the chart; needs root)"
 	@echo "make test-faults - only the fault suite (broker/API server/operator faults; prints the resilience report)"
 	@echo "make test-matrix - the e2e core on every supported Kafka: 4.3, 4.0, 3.9 KRaft and ZooKeeper, 3.0 ZooKeeper (release check)"
+	@echo "make soak SEED=1 FAULTS=100 - the seeded chaos soak (report in soak-reports/; replay a failure with its SEED and step)"
 	@echo "make crds   - regenerate crds/ and the Helm chart's copy from the pydantic models"
 
 $(VENV)/.installed: pyproject.toml
@@ -75,6 +76,16 @@ test-faults: setup
 # `make test` runs its 3.9 ZooKeeper case only; this is the release check (README, "Supported versions").
 test-matrix: setup
 	KQUOTA_KAFKA_MATRIX=all $(PY) -m pytest -m kafka_matrix tests/e2e/test_kafka_versions.py $(PYTEST_ARGS)
+
+# The seeded chaos soak (harness/soak/): a random GitOps history of SEED with FAULTS faults,
+# invariants checked after each; the same SEED replays the same history. KINDS narrows the faults;
+# BREAK=n freezes the operator at step n on purpose (the soak must report it).
+SEED ?= 1
+FAULTS ?= 100
+KINDS ?=
+BREAK ?=
+soak: setup
+	$(PY) -m harness soak --seed $(SEED) --faults $(FAULTS) $(if $(KINDS),--kinds $(KINDS)) $(if $(BREAK),--break-at $(BREAK))
 
 crds: venv
 	$(PY) -m kquota.crdgen

@@ -3,6 +3,7 @@
 prepare   download/build everything the tests need (Kafka jars, kube-apiserver, helm, the node's
           binaries and images)
 kube      run a kube-apiserver until Ctrl-C and print how to reach it
+soak      the seeded chaos soak (``--seed 1 --faults 100``; harness/soak/)
 kafka     run a Kafka cluster until Ctrl-C (``--brokers 3`` for three; ``--version 3.9.2 --zookeeper``
           for a 3.x cluster in ZooKeeper mode)
 demo      the local stack, the operator and the examples (``make demo``)
@@ -110,6 +111,26 @@ def _demo(args: argparse.Namespace) -> int:
     return demo.run(keep_running=not args.once, on_node=args.node)
 
 
+def _soak(args: argparse.Namespace) -> int:
+    from harness.soak import engine, history
+
+    kinds = tuple(args.kinds.split(",")) if args.kinds else history.FAULT_KINDS
+    unknown = set(kinds) - set(history.FAULT_KINDS)
+    if unknown:
+        print(f"error: unknown fault kinds {sorted(unknown)}; known: {', '.join(history.FAULT_KINDS)}", file=sys.stderr)
+        return 2
+    _stop_on_signals()
+    workdir = Path(tempfile.mkdtemp(prefix=f"kquota-soak-{args.seed}-"))
+    print(f"soak: seed {args.seed}, {args.faults} faults, components in {workdir}", flush=True)
+    report = engine.run(
+        args.seed, args.faults, workdir, kinds, progress=lambda line: print(line, flush=True), break_at=args.break_at
+    )
+    print(report.text())
+    js, txt = report.write(Path(args.report_dir))
+    print(f"report: {js} and {txt}")
+    return 1 if report.violations else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m harness", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -124,11 +145,19 @@ def main(argv: list[str] | None = None) -> int:
     demo = sub.add_parser("demo", help="the local stack, the operator and the examples")
     demo.add_argument("--once", action="store_true", help="show the status and stop (no waiting for Ctrl-C)")
     demo.add_argument("--node", action="store_true", help="the operator as pods on a single-node cluster (root)")
+    soak = sub.add_parser("soak", help="the seeded chaos soak: GitOps history + faults, invariants after each")
+    soak.add_argument("--seed", type=int, default=1)
+    soak.add_argument("--faults", type=int, default=100)
+    soak.add_argument("--kinds", default="", help="comma-separated fault kinds (default: all)")
+    soak.add_argument(
+        "--break-at", type=int, help="freeze the operator at this step on purpose (to see the soak catch it)"
+    )
+    soak.add_argument("--report-dir", default="soak-reports", help="where the JSON and text reports go")
     args = parser.parse_args(argv)
     try:
         if args.command == "prepare":
             return _prepare()
-        return {"kube": _kube, "kafka": _kafka, "demo": _demo}[args.command](args)
+        return {"kube": _kube, "kafka": _kafka, "demo": _demo, "soak": _soak}[args.command](args)
     except procs.ComponentError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

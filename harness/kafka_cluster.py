@@ -82,6 +82,7 @@ text format. Names as exported (checked against a live 4.3.1 broker with quotas 
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import contextlib
 import os
 import secrets
@@ -736,6 +737,23 @@ class KafkaCluster:
         broker.proc.start()
         self._wait_ready([broker], timeout)
 
+    def advertise_sasl_at(self, index: int, port: int) -> None:
+        """Make ``brokers[index]`` advertise its SASL listener at ``port`` (a proxy's), and restart it.
+
+        Clients that bootstrap through the proxy then keep going through it: the
+        metadata they get back names the proxy, not the broker.
+        """
+        broker = self.brokers[index]
+        direct = f"SASL_PLAINTEXT://127.0.0.1:{broker.sasl_port}"
+        lines = broker.config.read_text().splitlines()
+        for n, line in enumerate(lines):
+            if line.startswith("advertised.listeners="):
+                assert direct in line, line
+                lines[n] = line.replace(direct, f"SASL_PLAINTEXT://127.0.0.1:{port}")
+        broker.config.write_text("\n".join(lines) + "\n")
+        self.stop_broker(index)
+        self.start_broker(index)
+
     # -- clients -----------------------------------------------------------------
 
     @property
@@ -865,6 +883,27 @@ class KafkaCluster:
     def kafka_configs(self, *args: str, check: bool = False) -> subprocess.CompletedProcess[str]:
         """Kafka's ConfigCommand (kafka-configs.sh) against the PLAINTEXT listener."""
         return self.run_tool("kafka.admin.ConfigCommand", "--bootstrap-server", self.bootstrap, *args, check=check)
+
+    def add_quota_configs(self, entries: Sequence[tuple[str, str, str]]) -> None:
+        """Set quotas as an operator by hand would: one ``kafka-configs --alter`` per
+        (entity type, entity name, configs) entry, side by side (each is a JVM)."""
+        with concurrent.futures.ThreadPoolExecutor(max(1, len(entries))) as pool:
+            futures = [
+                pool.submit(
+                    self.kafka_configs,
+                    "--alter",
+                    "--entity-type",
+                    etype,
+                    "--entity-name",
+                    name,
+                    "--add-config",
+                    config,
+                    check=True,
+                )
+                for etype, name, config in entries
+            ]
+            for f in futures:
+                f.result()
 
     @property
     def acl_command_class(self) -> str:

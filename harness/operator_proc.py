@@ -148,6 +148,18 @@ def condition(obj: dict[str, Any] | None, ctype: str = "Ready") -> dict[str, Any
     return {}
 
 
+def ready_for_generation(obj: dict[str, Any]) -> bool:
+    """Ready, and the status is for the resource's current generation."""
+    generation = obj["metadata"].get("generation")
+    status = obj.get("status") or {}
+    ready = condition(obj)
+    return (
+        status.get("observedGeneration") == generation
+        and ready.get("status") == "True"
+        and ready.get("observedGeneration", generation) == generation
+    )
+
+
 def wait_for(
     predicate: Callable[[], Any],
     timeout: float,

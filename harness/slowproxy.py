@@ -77,8 +77,12 @@ class SlowProxy:
         stall_chance: float = 0.0,
         stall_seconds: tuple[float, float] = (2.0, 4.0),
         max_stalls: int = 0,
+        seed: int | None = None,
     ) -> None:
+        """Delay every chunk; ``seed`` restarts the random schedule (a soak step replays its own)."""
         with self._lock:
+            if seed is not None:
+                self._rng.seed(seed)
             self._latency = latency
             self._stall_chance = stall_chance
             self._stall_seconds = stall_seconds

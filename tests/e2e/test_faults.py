@@ -36,7 +36,6 @@ Run alone: ``make test-faults`` (``pytest -m faults``).
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
 import secrets
 import subprocess
@@ -58,6 +57,7 @@ from harness.operator_proc import (
     condition,
     ensure_ledger_namespace,
     kafka_cluster_manifest,
+    ready_for_generation,
     scram_security,
     wait_for,
 )
@@ -281,17 +281,6 @@ def items(kube: KubeAPIServer, namespace: str) -> list[dict[str, Any]] | None:
     return found
 
 
-def ready_for_generation(obj: dict[str, Any]) -> bool:
-    generation = obj["metadata"].get("generation")
-    status = obj.get("status") or {}
-    ready = condition(obj)
-    return (
-        status.get("observedGeneration") == generation
-        and ready.get("status") == "True"
-        and ready.get("observedGeneration", generation) == generation
-    )
-
-
 def spec_values(obj: dict[str, Any]) -> dict[str, float]:
     return {str(KEYS[f]): float(v) for f, v in obj["spec"]["quota"].items()}
 
@@ -420,20 +409,6 @@ def outcome(
 # -- fixtures -----------------------------------------------------------------------
 
 
-def advertise_sasl_through(cluster: KafkaCluster, proxy: SlowProxy) -> None:
-    """Make broker 1 advertise its SASL listener at the proxy's port (a restart of the broker)."""
-    broker = cluster.brokers[0]
-    direct = f"SASL_PLAINTEXT://127.0.0.1:{broker.sasl_port}"
-    lines = broker.config.read_text().splitlines()
-    for n, line in enumerate(lines):
-        if line.startswith("advertised.listeners="):
-            assert direct in line, line
-            lines[n] = line.replace(direct, f"SASL_PLAINTEXT://127.0.0.1:{proxy.port}")
-    broker.config.write_text("\n".join(lines) + "\n")
-    cluster.stop_broker(0)
-    cluster.start_broker(0)
-
-
 @pytest.fixture(scope="module")
 def proxy() -> Iterator[SlowProxy]:
     p = SlowProxy(seed=int(uuid.uuid4().int % 10_000)).start()
@@ -448,7 +423,7 @@ def shared_kafka(tmp_path_factory: pytest.TempPathFactory, proxy: SlowProxy) -> 
     cluster = KafkaCluster.start(tmp_path_factory.mktemp("kafka-faults"), brokers=1)
     try:
         proxy.target_port = cluster.brokers[0].sasl_port
-        advertise_sasl_through(cluster, proxy)
+        cluster.advertise_sasl_at(0, proxy.port)
         yield cluster
     finally:
         cluster.stop()
@@ -523,23 +498,7 @@ def seed_unmanaged(kafka: KafkaCluster, prefix: str) -> None:
         ("users", f"{prefix}u{MIXED_KEPT}", "consumer_byte_rate=4242"),
         ("users", f"{prefix}u{MIXED_DELETED}", "consumer_byte_rate=4343"),
     ]
-    with concurrent.futures.ThreadPoolExecutor(len(calls)) as pool:
-        futures = [
-            pool.submit(
-                kafka.kafka_configs,
-                "--alter",
-                "--entity-type",
-                etype,
-                "--entity-name",
-                name,
-                "--add-config",
-                config,
-                check=True,
-            )
-            for etype, name, config in calls
-        ]
-        for f in futures:
-            f.result()
+    kafka.add_quota_configs(calls)
 
 
 @dataclass

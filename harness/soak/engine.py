@@ -1,0 +1,850 @@
+"""Plays a soak history (harness/soak/history.py) against the real components and checks it.
+
+The stack: one kube-apiserver, one KRaft broker whose SASL listener is
+advertised through the slow proxy (so every byte the operator exchanges with
+Kafka can be delayed or stalled), and kquota operators with Kopf peering (so a
+second replica can take over from a killed one). The checks read the broker
+directly on its plain listener, never through the proxy or kquota's adapter.
+
+Each step: apply the step's GitOps operations, inject the fault, send more
+operations while it is on, end it, then wait (bounded) for convergence:
+
+* the broker holds exactly the desired state: for every (entity, key) claimed
+  by live resources, the oldest claim's value (kquota's documented rule:
+  creationTimestamp, then kind, namespace, name), plus the unmanaged entries
+  seeded with kafka-configs at the start, untouched, and nothing else (no
+  stray keys after deletions or moves) - ``harness/invariants.check``;
+* every resource's status is for its generation, the resources that win all
+  their keys are Ready, and no deleted resource is still there.
+
+The time from the end of the fault to that point is the step's convergence
+time. Then, once per step:
+
+* every key that left the broker since the last step has a new
+  ``QuotaRemoved`` event naming it (issue 19: no removal without an event);
+* the ledger ConfigMaps record exactly the keys kquota owns;
+
+and throughout, a watcher checks that no resource is Ready for its generation
+while the broker lacks its values (Ready before live).
+
+Anything broken is a :class:`Violation` with the seed and step that replay it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness import invariants
+from harness.kafka_cluster import KafkaCluster
+from harness.kube_apiserver import REPO, KubeAPIServer
+from harness.operator_proc import (
+    LEDGER_NAMESPACE,
+    OperatorProcess,
+    ensure_ledger_namespace,
+    kafka_cluster_manifest,
+    ready_for_generation,
+    scram_security,
+    wait_for,
+)
+from harness.slowproxy import SlowProxy
+from harness.soak.history import (
+    CLIENT_QUOTA,
+    FAULT_KINDS,
+    NAMESPACES,
+    Op,
+    Resource,
+    Step,
+    generate,
+)
+from kquota.domain import ledger as ledger_format
+from kquota.domain.entities import Entity, QuotaKey
+from kquota.k8s.ledger import DATA_KEY, RETIRED_LABEL, selector
+
+CLUSTER = "soak"
+PEERING = "kquota-soak"
+PEERING_CRD = REPO / "helm" / "kquota" / "charts" / "kopf-peering" / "crds" / "clusterkopfpeerings.kopf.dev.yaml"
+#: Convergence bound after a fault ends (beyond it: an invariant broken).
+CONVERGE_SECONDS = 60.0
+#: A killed active replica holds its Kopf peering record for its lifetime (60 s, Kopf's
+#: default, which kquota does not change): the standby waits that out before it resumes.
+FAILOVER_SECONDS = 150.0
+#: How far a check may lag the broker (metadata applied a moment after the controller answered).
+LAG_SECONDS = (0.5, 2.0)
+
+FIELD_KEYS = {
+    "producerByteRate": QuotaKey.PRODUCER_BYTE_RATE,
+    "consumerByteRate": QuotaKey.CONSUMER_BYTE_RATE,
+    "requestPercentage": QuotaKey.REQUEST_PERCENTAGE,
+    "connectionCreationRate": QuotaKey.CONNECTION_CREATION_RATE,
+    "rate": QuotaKey.CONTROLLER_MUTATION_RATE,
+}
+PART_TYPES = {"user": "user", "clientId": "client-id", "ip": "ip"}
+KINDS = "clientquotas,controllermutationquotas"
+
+#: Unmanaged entries, set with Kafka's own kafka-configs before the operator starts. users/u0 is
+#: in the history's name pool: its request_percentage must survive every quota set beside it.
+UNMANAGED = (
+    ("clients", "free", "producer_byte_rate=888,request_percentage=12.5"),
+    ("users", "u0", "request_percentage=77"),
+    ("ips", "192.0.2.250", "connection_creation_rate=5"),
+)
+
+
+# -- what the API server says must be on the broker ------------------------------------
+
+
+def entity_of(obj: dict[str, Any]) -> Entity:
+    parts = obj["spec"]["entity"]
+    return Entity.from_parts({PART_TYPES[p]: None if v.get("default") else v["name"] for p, v in parts.items()})
+
+
+def values_of(obj: dict[str, Any]) -> dict[str, float]:
+    spec = obj["spec"]
+    raw = spec["quota"] if obj["kind"] == CLIENT_QUOTA else {"rate": spec["rate"]}
+    return {str(FIELD_KEYS[f]): float(v) for f, v in raw.items()}
+
+
+def rank(obj: dict[str, Any]) -> tuple[str, str, str, str]:
+    meta = obj["metadata"]
+    return (meta["creationTimestamp"], obj["kind"], meta["namespace"], meta["name"])
+
+
+@dataclass
+class Claims:
+    """The desired state the live resources make: per (entity, key), the oldest claim wins."""
+
+    desired: dict[Entity, dict[str, float]]
+    #: (namespace, name) of resources that win every key they claim.
+    winners: set[tuple[str, str, str]]
+
+
+def claims(objs: Iterable[dict[str, Any]]) -> Claims:
+    won: dict[tuple[Entity, str], tuple[tuple[str, str, str, str], float, tuple[str, str, str]]] = {}
+    live = [o for o in objs if not o["metadata"].get("deletionTimestamp")]
+    for obj in live:
+        ident = (obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
+        entity = entity_of(obj)
+        for key, value in values_of(obj).items():
+            held = won.get((entity, key))
+            if held is None or rank(obj) < held[0]:
+                won[(entity, key)] = (rank(obj), value, ident)
+    desired: dict[Entity, dict[str, float]] = {}
+    losers: set[tuple[str, str, str]] = set()
+    for (entity, key), (_, value, _holder) in won.items():
+        desired.setdefault(entity, {})[key] = value
+    for obj in live:
+        ident = (obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
+        entity = entity_of(obj)
+        if any(won[(entity, key)][2] != ident for key in values_of(obj)):
+            losers.add(ident)
+    everyone = {(o["kind"], o["metadata"]["namespace"], o["metadata"]["name"]) for o in live}
+    return Claims(desired, everyone - losers)
+
+
+# -- the report -------------------------------------------------------------------------
+
+
+@dataclass
+class Violation:
+    step: int
+    fault: str
+    invariant: str
+    detail: str
+    replay: str
+
+
+@dataclass
+class StepResult:
+    step: int
+    kind: str
+    params: dict[str, float]
+    ops: list[str]
+    #: Seconds the fault lasted (injection to its end), and from its end to convergence.
+    fault_seconds: float
+    converge_seconds: float | None
+    violations: list[str] = field(default_factory=list)
+    #: Managed keys that left the broker in this step (each needs its QuotaRemoved event).
+    removals_checked: int = 0
+
+
+def percentile(values: list[float], p: float) -> float:
+    """Nearest-rank percentile (p in 0..100) of ``values``; 0 when empty."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
+
+
+@dataclass
+class Report:
+    seed: int
+    faults: int
+    kinds: list[str]
+    steps: list[StepResult] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)
+    setup_seconds: float = 0.0
+    seconds: float = 0.0
+    #: Ready statuses the watcher compared with the broker (evidence the check ran).
+    ready_checked: int = 0
+
+    def convergence(self, kinds: Iterable[str] | None = None) -> dict[str, float]:
+        wanted = set(kinds) if kinds is not None else None
+        times = [
+            s.converge_seconds
+            for s in self.steps
+            if s.converge_seconds is not None and (wanted is None or s.kind in wanted)
+        ]
+        return {
+            "count": len(times),
+            "p50": round(percentile(times, 50), 2),
+            "p99": round(percentile(times, 99), 2),
+            "max": round(max(times, default=0.0), 2),
+        }
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "seed": self.seed,
+            "faults": self.faults,
+            "kinds": self.kinds,
+            "setup_seconds": round(self.setup_seconds, 1),
+            "seconds": round(self.seconds, 1),
+            "ready_checked": self.ready_checked,
+            "removals_checked": sum(s.removals_checked for s in self.steps),
+            "convergence": self.convergence(),
+            "convergence_without_failover": self.convergence(k for k in FAULT_KINDS if k != "failover"),
+            "per_kind": {k: self.convergence([k]) for k in sorted({s.kind for s in self.steps})},
+            "violations": [asdict(v) for v in self.violations],
+            "steps": [asdict(s) for s in self.steps],
+        }
+
+    def text(self) -> str:
+        c = self.convergence()
+        nf = self.convergence(k for k in FAULT_KINDS if k != "failover")
+        lines = [
+            f"kquota soak: seed {self.seed}, {len(self.steps)} of {self.faults} faults, "
+            f"{self.seconds:.0f} s (set-up {self.setup_seconds:.0f} s)",
+            "",
+            f"{'step':>4}  {'fault':<44} {'ops':>3} {'fault s':>7} {'converged s':>11}  result",
+        ]
+        for s in self.steps:
+            fault = s.kind + "".join(f" {k}={v:g}" for k, v in s.params.items())
+            conv = "-" if s.converge_seconds is None else f"{s.converge_seconds:.1f}"
+            result = "ok" if not s.violations else f"BROKEN: {len(s.violations)}"
+            lines.append(f"{s.step:>4}  {fault[:44]:<44} {len(s.ops):>3} {s.fault_seconds:>7.1f} {conv:>11}  {result}")
+        lines += [
+            "",
+            f"convergence after a fault ends (s): p50 {c['p50']}, p99 {c['p99']}, max {c['max']} "
+            f"over {c['count']} faults",
+            f"  without failover: p50 {nf['p50']}, p99 {nf['p99']}, max {nf['max']} over {nf['count']} faults",
+        ]
+        for kind, k in self.as_json()["per_kind"].items():
+            lines.append(f"  {kind:<18} {k['count']:>3} faults  p50 {k['p50']:>6}  max {k['max']:>6}")
+        lines.append(
+            f"  checked: {self.ready_checked} Ready statuses against the broker, "
+            f"{sum(s.removals_checked for s in self.steps)} removals against their QuotaRemoved events"
+        )
+        lines.append("")
+        if not self.violations:
+            lines.append("invariants broken: 0")
+        else:
+            lines.append(f"invariants broken: {len(self.violations)}")
+            for v in self.violations:
+                lines.append(f"  step {v.step} ({v.fault}): {v.invariant}: {v.detail}")
+                lines.append(f"    replay: {v.replay}")
+        return "\n".join(lines)
+
+    def write(self, directory: Path) -> tuple[Path, Path]:
+        directory.mkdir(parents=True, exist_ok=True)
+        stem = directory / f"soak-seed{self.seed}-faults{self.faults}"
+        js, txt = stem.with_suffix(".json"), stem.with_suffix(".txt")
+        js.write_text(json.dumps(self.as_json(), indent=2) + "\n")
+        txt.write_text(self.text() + "\n")
+        return js, txt
+
+
+# -- the Ready watcher ----------------------------------------------------------------------
+
+
+class ReadyWatch:
+    """Every ``interval`` s: a resource Ready for its generation must have its values on the broker.
+
+    A mismatch is looked at again after the broker's lag (``LAG_SECONDS``), with
+    the resource read again: if it changed meanwhile (new generation, deletion)
+    it is not a violation. Findings are taken per step with :meth:`take`.
+    """
+
+    def __init__(self, soak: Soak, interval: float = 1.5) -> None:
+        self.soak, self.interval = soak, interval
+        self.checked = 0
+        self._found: list[str] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="soak-ready-watch", daemon=True)
+
+    def start(self) -> ReadyWatch:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+    def take(self) -> list[str]:
+        with self._lock:
+            found, self._found = self._found, []
+        return found
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self._once()
+            except Exception:  # noqa: BLE001, S112 - the API server or broker may be the fault; look again
+                continue
+
+    @staticmethod
+    def _mismatch(obj: dict[str, Any], broker: invariants.Quotas) -> dict[str, float] | None:
+        have = dict(broker.get(entity_of(obj), {}))
+        want = values_of(obj)
+        return have if any(have.get(k) != v for k, v in want.items()) else None
+
+    def _once(self) -> None:
+        objs = self.soak.objects()
+        if objs is None:
+            return
+        # A resource that lost a key to an older claim (a conflict) is judged by the convergence
+        # check (it must end not Ready); here only the claims that win are: their Ready must be live.
+        winners = claims(objs).winners
+        ready = [
+            o
+            for o in objs
+            if ready_for_generation(o)
+            and not o["metadata"].get("deletionTimestamp")
+            and (o["kind"], o["metadata"]["namespace"], o["metadata"]["name"]) in winners
+        ]
+        broker = self.soak.broker()
+        self.checked += len(ready)
+        suspects = [o for o in ready if self._mismatch(o, broker) is not None]
+        for wait in LAG_SECONDS:
+            if not suspects:
+                return
+            time.sleep(wait)
+            broker = self.soak.broker()
+            suspects = [o for o in suspects if self._mismatch(o, broker) is not None]
+        now = {(o["kind"], o["metadata"]["namespace"], o["metadata"]["name"]): o for o in self.soak.objects() or []}
+        for obj in suspects:
+            ident = (obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
+            again = now.get(ident)
+            if (
+                again is None
+                or again["metadata"].get("generation") != obj["metadata"].get("generation")
+                or again["metadata"].get("deletionTimestamp")
+            ):
+                continue
+            with self._lock:
+                self._found.append(
+                    f"{ident[0]} {ident[1]}/{ident[2]} Ready (generation {obj['metadata'].get('generation')}) at "
+                    f"{values_of(obj)} while the broker had {self._mismatch(obj, broker)}"
+                )
+
+
+# -- the soak ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Soak:
+    """One soak run: start the stack, play ``generate(seed, faults)``, check, report."""
+
+    seed: int
+    faults: int
+    workdir: Path
+    kinds: tuple[str, ...] = FAULT_KINDS
+    #: Called with each step's line of the report as it completes (progress on a terminal).
+    progress: Callable[[str], None] | None = None
+    #: A step at which to break the operator on purpose (frozen through the convergence
+    #: wait, with one more resource to apply): shows that the soak catches and replays it.
+    break_at: int | None = None
+    converge_seconds: float = CONVERGE_SECONDS
+    #: What replays a history not generated from the seed (a test's own steps); None: ``make soak``.
+    replay_command: str | None = None
+    kube: KubeAPIServer | None = None
+    kafka: KafkaCluster | None = None
+    proxy: SlowProxy | None = None
+    operator: OperatorProcess | None = None
+    operators: list[OperatorProcess] = field(default_factory=list)
+    unmanaged: dict[Entity, dict[str, float]] = field(default_factory=dict)
+    report: Report | None = None
+    setup_seconds: float = 0.0
+    _priority: int = 1000
+    _events_seen: dict[str, int] = field(default_factory=dict)
+    #: After a failover: the standby, until it has taken over (a step with nothing to do
+    #: would otherwise converge at once, and the takeover's wait land on the next step).
+    _takeover: OperatorProcess | None = None
+    #: Stray keys a broken step left (reported once): later steps may find them or not.
+    tolerated: dict[tuple[Entity, str], float] = field(default_factory=dict)
+    #: Ledger discrepancies already reported (a later step reports only new ones).
+    _ledger_reported: set[str] = field(default_factory=set)
+    _last_broker: dict[Entity, dict[str, float]] = field(default_factory=dict)
+
+    # -- reading -------------------------------------------------------------------------
+
+    def _kube(self) -> KubeAPIServer:
+        assert self.kube is not None
+        return self.kube
+
+    def _kafka(self) -> KafkaCluster:
+        assert self.kafka is not None
+        return self.kafka
+
+    def kubectl(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str] | None:  # noqa: A002
+        """kubectl, or None when the API server does not answer."""
+        try:
+            result = self._kube().kubectl("--request-timeout=20s", *args, input=input, check=False, timeout=40)
+        except subprocess.TimeoutExpired:
+            return None
+        return result if result.returncode == 0 else None
+
+    def objects(self) -> list[dict[str, Any]] | None:
+        result = self.kubectl("get", KINDS, "-A", "-o", "json")
+        if result is None:
+            return None
+        found: list[dict[str, Any]] = json.loads(result.stdout)["items"]
+        return found
+
+    def broker(self) -> dict[Entity, dict[str, float]]:
+        return invariants.describe(self._kafka().bootstrap, timeout=10)
+
+    # -- set-up and tear-down ------------------------------------------------------------
+
+    def start(self) -> None:
+        began = time.monotonic()
+        self.proxy = SlowProxy(seed=self.seed).start()
+        # One after the other, from this thread: a child dies with the thread that
+        # started it (PR_SET_PDEATHSIG, harness/procs.py), so no thread pool here.
+        self.kafka = KafkaCluster.start(self.workdir / "kafka", brokers=1)
+        self.kube = KubeAPIServer.start(self.workdir / "kube")
+        self.proxy.target_port = self.kafka.brokers[0].sasl_port
+        self.kafka.advertise_sasl_at(0, self.proxy.port)
+        self.kafka.add_quota_configs(UNMANAGED)
+        self.unmanaged = self.broker()
+        kube = self.kube
+        kube.apply_crds()
+        kube.kubectl("apply", "--server-side", "-f", str(PEERING_CRD))
+        kube.kubectl("wait", "--for=condition=Established", "crd/clusterkopfpeerings.kopf.dev", "--timeout=60s")
+        peering = {"apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": PEERING}}
+        kube.kubectl("apply", "-f", "-", input=json.dumps(peering))
+        ensure_ledger_namespace(kube)
+        for ns in NAMESPACES:
+            kube.kubectl("create", "namespace", ns)
+        security = scram_security(kube, "kafka-admin", self.kafka.admin_user, self.kafka.admin_password)
+        manifest = kafka_cluster_manifest(CLUSTER, f"127.0.0.1:{self.proxy.port}", {"security": security})
+        kube.kubectl("apply", "-f", "-", input=manifest)
+        self.operator = self._new_operator(self._priority).start()
+        self._last_broker = self.broker()
+        self.setup_seconds = time.monotonic() - began
+
+    def _new_operator(self, priority: int) -> OperatorProcess:
+        n = len(self.operators) + 1
+        op = OperatorProcess(
+            self._kube(),
+            self.workdir / f"operator-{n}",
+            default_cluster=CLUSTER,
+            drift_interval=5.0,
+            extra_env={
+                "KQUOTA_PEERING": PEERING,
+                "KQUOTA_PEERING_PRIORITY": str(priority),
+                "POD_ID": f"kquota-soak-{n}",
+            },
+        )
+        self.operators.append(op)
+        return op
+
+    def stop(self) -> None:
+        for op in self.operators:
+            if op.proc is not None and op.proc.alive():
+                op.proc.signal(signal.SIGCONT)
+            op.stop()
+        if self.kube is not None:
+            self.kube.stop()
+        if self.kafka is not None:
+            self.kafka.stop()
+        if self.proxy is not None:
+            self.proxy.stop()
+
+    # -- GitOps ------------------------------------------------------------------------------
+
+    def send(self, ops: Iterable[Op], deadline: float = 120.0) -> None:
+        """Apply and delete, in order (consecutive applies as one List), retrying through outages."""
+        groups: list[tuple[str, list[Op]]] = []
+        for op in ops:
+            if groups and groups[-1][0] == op.action == "apply":
+                groups[-1][1].append(op)
+            else:
+                groups.append((op.action, [op]))
+        until = time.monotonic() + deadline
+        for action, batch in groups:
+            if action == "apply":
+                body = json.dumps({"apiVersion": "v1", "kind": "List", "items": [o.resource.manifest() for o in batch]})
+                args: tuple[str, ...] = ("apply", "-f", "-")
+            else:
+                r = batch[0].resource
+                body = None
+                args = ("delete", r.kind.lower(), r.name, "-n", r.namespace, "--wait=false", "--ignore-not-found")
+            while self.kubectl(*args, input=body) is None:
+                if time.monotonic() > until:
+                    raise RuntimeError(f"kubectl {' '.join(args)} kept failing for {deadline:.0f} s")
+                time.sleep(1.0)
+
+    # -- faults --------------------------------------------------------------------------------
+
+    def inject(self, step: Step) -> float:
+        """Inject ``step``'s fault, send its ``during`` operations, end the fault; returns its length (s)."""
+        fault = step.fault
+        kind = fault.kind
+        began = time.monotonic()
+        op = self.operator
+        assert op is not None and op.proc is not None
+        kafka, kube, proxy = self._kafka(), self._kube(), self.proxy
+        assert proxy is not None
+        if kind == "operator-kill":
+            op.kill()
+            self.send(step.during)
+            _sleep_until(began + fault.param("down"))
+            op.start()
+        elif kind == "operator-pause":
+            op.proc.signal(signal.SIGSTOP)
+            try:
+                self.send(step.during)
+                _sleep_until(began + fault.param("paused"))
+            finally:
+                op.proc.signal(signal.SIGCONT)
+        elif kind == "failover":
+            self._priority -= 1
+            standby = self._new_operator(self._priority).start()
+            # Standing by: its keep-alive is in the peering object and its watches are paused.
+            pod = (standby.extra_env or {})["POD_ID"]
+            wait_for(
+                lambda: pod in self._peers() and "Pausing the watch-stream for clientquotas" in standby.log(),
+                60,
+                "the standby replica to stand by",
+            )
+            began = time.monotonic()
+            op.kill()
+            self.operator = self._takeover = standby
+            self.send(step.during)
+        elif kind == "broker-kill":
+            kafka.kill_broker(0)
+            self.send(step.during)
+            _sleep_until(began + fault.param("down"))
+            kafka.start_broker(0)
+        elif kind == "apiserver-restart":
+            kube.restart(kill=bool(fault.param("sigkill")), down_seconds=fault.param("down"))
+            self.send(step.during)
+        elif kind == "slow-network":
+            proxy.slow(
+                latency=(0.0, fault.param("latency")),
+                stall_chance=0.2,
+                stall_seconds=(1.0, 4.0),
+                max_stalls=int(fault.param("stall")),
+                seed=int(fault.param("proxy_seed")),
+            )
+            try:
+                self.send(step.during)
+                _sleep_until(began + fault.param("seconds"))
+            finally:
+                proxy.fast()
+        elif kind == "ledger-deleted":
+            self.kubectl("delete", "configmap", "-n", LEDGER_NAMESPACE, "-l", selector(CLUSTER))
+            self.send(step.during)
+        elif kind == "ledger-edited":
+            self._edit_ledger(int(fault.param("pick")))
+            self.send(step.during)
+        elif kind == "crds-reapplied":
+            kube.apply_crds()
+            self.send(step.during)
+        else:
+            raise ValueError(f"unknown fault {kind!r}")
+        return time.monotonic() - began
+
+    def _peers(self) -> dict[str, Any]:
+        result = self.kubectl("get", "clusterkopfpeering", PEERING, "-o", "json")
+        peers: dict[str, Any] = (json.loads(result.stdout).get("status") or {}) if result else {}
+        return peers
+
+    def ledger_maps(self) -> list[dict[str, Any]] | None:
+        result = self.kubectl("get", "configmaps", "-n", LEDGER_NAMESPACE, "-l", selector(CLUSTER), "-o", "json")
+        if result is None:
+            return None
+        maps: list[dict[str, Any]] = json.loads(result.stdout)["items"]
+        return [m for m in maps if RETIRED_LABEL not in (m["metadata"].get("labels") or {})]
+
+    def _edit_ledger(self, pick: int) -> None:
+        """Drop one entity from the ledger by hand (as someone tidying ConfigMaps would)."""
+        shards = [m for m in self.ledger_maps() or [] if (m.get("data") or {}).get(DATA_KEY)]
+        entries = sorted(
+            ((m, e) for m in shards for e in ledger_format.decode_shard(m["data"][DATA_KEY])),
+            key=lambda me: (me[0]["metadata"]["name"], str(me[1])),
+        )
+        if not entries:
+            return
+        cm, entity = entries[pick % len(entries)]
+        kept = {e: v for e, v in ledger_format.decode_shard(cm["data"][DATA_KEY]).items() if e != entity}
+        cm["data"][DATA_KEY] = ledger_format.encode_shard(kept)
+        self.kubectl("replace", "-f", "-", input=json.dumps(cm))
+
+    # -- checks ----------------------------------------------------------------------------------
+
+    def converged(self) -> tuple[bool, str, Claims | None, dict[Entity, dict[str, float]]]:
+        """Whether the broker and every status have caught up; the reason when not."""
+        if self._takeover is not None:
+            if "Resuming operations" not in self._takeover.log():
+                return False, "the standby replica has not taken over", None, {}
+            self._takeover = None
+        objs = self.objects()
+        if objs is None:
+            return False, "API server not answering", None, {}
+        try:
+            broker = self.broker()
+        except Exception as exc:  # noqa: BLE001 - the broker may still be coming back
+            return False, f"broker not answering: {exc}", None, {}
+        c = claims(objs)
+        verdict = invariants.check(self._without_tolerated(broker, c.desired), c.desired, (), self.unmanaged)
+        if verdict.lost:
+            return False, verdict.diff(10), c, broker
+        deleting = [o["metadata"]["name"] for o in objs if o["metadata"].get("deletionTimestamp")]
+        if deleting:
+            return False, f"deleted resources still there: {deleting[:10]}", c, broker
+        stale = [
+            o["metadata"]["name"]
+            for o in objs
+            if (o.get("status") or {}).get("observedGeneration") != o["metadata"].get("generation")
+            # Winners of every key they claim are Ready; a resource losing a key to an older one is not.
+            or ready_for_generation(o) != ((o["kind"], o["metadata"]["namespace"], o["metadata"]["name"]) in c.winners)
+        ]
+        if stale:
+            return False, f"status not caught up (winner not Ready, or loser Ready): {stale[:10]}", c, broker
+        return True, "", c, broker
+
+    def _without_tolerated(
+        self, broker: dict[Entity, dict[str, float]], desired: dict[Entity, dict[str, float]]
+    ) -> dict[Entity, dict[str, float]]:
+        out = {e: dict(v) for e, v in broker.items()}
+        for (entity, key), value in self.tolerated.items():
+            if key not in desired.get(entity, {}) and out.get(entity, {}).get(key) == value:
+                del out[entity][key]
+        return {e: v for e, v in out.items() if v}
+
+    def tolerate_strays(self, broker: dict[Entity, dict[str, float]], c: Claims) -> None:
+        """After a step that did not converge: its stray keys are reported; later steps tolerate them.
+
+        Otherwise one key left behind would fail every later step for the same reason.
+        """
+        verdict = invariants.check(self._without_tolerated(broker, c.desired), c.desired, (), self.unmanaged)
+        for d in verdict.discrepancies:
+            if d.expected is None and d.actual is not None:
+                self.tolerated[(d.entity, d.key)] = d.actual
+
+    def removal_events(self) -> dict[str, list[str]]:
+        """QuotaRemoved event messages posted since the last call, by namespace."""
+        result = self.kubectl("get", "events", "-A", "--field-selector", "reason=QuotaRemoved", "-o", "json")
+        out: dict[str, list[str]] = {}
+        if result is None:
+            return out
+        for ev in json.loads(result.stdout)["items"]:
+            uid, count = ev["metadata"]["uid"], int(ev.get("count") or 1)
+            if self._events_seen.get(uid, 0) < count:
+                self._events_seen[uid] = count
+                out.setdefault(ev["metadata"]["namespace"], []).append(ev.get("message", ""))
+        return out
+
+    def check_removals(self, broker: dict[Entity, dict[str, float]]) -> tuple[int, list[str]]:
+        """Every managed key that left the broker since the last step has a new QuotaRemoved event.
+
+        Returns how many keys left, and the problems.
+        """
+        removed = [
+            (entity, key)
+            for entity, values in self._last_broker.items()
+            for key in values
+            if key not in broker.get(entity, {}) and key not in self.unmanaged.get(entity, {})
+        ]
+        self._last_broker = broker
+        if not removed:
+            self.removal_events()
+            return 0, []
+        messages: list[str] = []
+        for _ in range(10):  # events are posted after the change; give them a moment
+            messages += [m for ms in self.removal_events().values() for m in ms]
+            missing = [(e, k) for e, k in removed if not any(f"{k} on {e.path()} " in m for m in messages)]
+            if not missing:
+                return len(removed), []
+            time.sleep(0.5)
+        return len(removed), [f"{k} on {e.path()} left the broker without a QuotaRemoved event" for e, k in missing]
+
+    def check_ledger(self, desired: dict[Entity, dict[str, float]]) -> list[str]:
+        """The ledger ConfigMaps record exactly the keys kquota holds on the broker (looked at for a few s)."""
+        want = {(e, k) for e, values in desired.items() for k in values}
+        problem = ""
+        new: list[str] = []
+        for _ in range(10):
+            maps = self.ledger_maps()
+            if maps is not None:
+                have = {
+                    (e, str(k))
+                    for m in maps
+                    if (m.get("data") or {}).get(DATA_KEY)
+                    for e, values in ledger_format.decode_shard(m["data"][DATA_KEY]).items()
+                    for k in values
+                }
+                if have == want:
+                    return []
+                lost = sorted(f"{k} on {e.path()}" for e, k in want - have)
+                extra = sorted(f"{k} on {e.path()}" for e, k in have - want)
+                problem = f"ledger lacks {len(lost)} owned keys {lost[:5]}, records {len(extra)} not owned {extra[:5]}"
+                new = [f"lacks {x}" for x in lost] + [f"records {x}" for x in extra]
+                if set(new) <= self._ledger_reported:
+                    return []  # reported by an earlier step already
+            time.sleep(1.0)
+        self._ledger_reported |= set(new)
+        return [problem or "ledger ConfigMaps not readable"]
+
+    # -- the run ------------------------------------------------------------------------------------
+
+    def run(self) -> Report:
+        """Start the stack and play the whole history of the seed."""
+        began = time.monotonic()
+        self.start()
+        try:
+            return self.play_all(generate(self.seed, self.faults, self.kinds))
+        except KeyboardInterrupt:
+            # Ctrl-C (or SIGTERM) on a long run: the steps played so far still make a report.
+            if self.report is None:
+                raise
+            return self.report
+        finally:
+            if self.report is not None:
+                self.report.seconds = time.monotonic() - began
+
+    def play_all(self, steps: Iterable[Step]) -> Report:
+        """Play ``steps`` on the started stack, adding each to the report."""
+        if self.report is None:
+            self.report = Report(self.seed, self.faults, list(self.kinds), setup_seconds=self.setup_seconds)
+        report = self.report
+        watch = ReadyWatch(self).start()
+        try:
+            for step in steps:
+                result = self.play(step, watch)
+                report.steps.append(result)
+                report.violations += [
+                    Violation(step.index, step.fault.describe(), *v.split(": ", 1), self.replay(step.index))
+                    for v in result.violations
+                ]
+                if self.progress is not None:
+                    self.progress(report.text().splitlines()[2 + len(report.steps)])
+                    for v in result.violations:
+                        self.progress(f"        {v}")
+        finally:
+            watch.stop()
+            report.ready_checked += watch.checked
+        return report
+
+    def replay(self, step: int) -> str:
+        if self.replay_command is not None:
+            return self.replay_command
+        kinds = "" if self.kinds == FAULT_KINDS else f" KINDS={','.join(self.kinds)}"
+        broken = f" BREAK={self.break_at}" if self.break_at is not None and self.break_at <= step else ""
+        return f"make soak SEED={self.seed} FAULTS={step}{kinds}{broken}"
+
+    def play(self, step: Step, watch: ReadyWatch) -> StepResult:
+        self.send(step.before)
+        fault_seconds = self.inject(step)
+        ended = time.monotonic()
+        bound = FAILOVER_SECONDS if step.fault.kind == "failover" else self.converge_seconds
+        broken = step.index == self.break_at
+        if broken:
+            self._break(step)
+        state: list[Any] = []
+
+        def done() -> bool:
+            state[:] = self.converged()
+            return bool(state[0])
+
+        violations: list[str] = []
+        try:
+            wait_for(done, bound, "convergence", interval=0.5)
+            seconds: float | None = time.monotonic() - ended
+        except AssertionError:
+            seconds = None
+            violations.append(f"desired state within {bound:.0f} s: not converged: {state[1] if state else '?'}")
+            if state and state[2] is not None and state[3]:
+                self.tolerate_strays(state[3], state[2])
+        finally:
+            if broken:
+                self._unbreak()
+        c: Claims | None = state[2] if state else None
+        broker: dict[Entity, dict[str, float]] = state[3] if state and state[3] else {}
+        removals = 0
+        if broker:
+            removals, problems = self.check_removals(broker)
+            violations += [f"removal without an event: {p}" for p in problems]
+        if c is not None and seconds is not None:
+            violations += [f"ledger = what the operator owns: {p}" for p in self.check_ledger(c.desired)]
+        violations += [f"Ready before live: {p}" for p in watch.take()]
+        return StepResult(
+            step.index,
+            step.fault.kind,
+            dict(step.fault.params),
+            [f"{o.why}:{o.action} {o.resource.kind} {o.resource.namespace}/{o.resource.name}" for o in step.ops()],
+            round(fault_seconds, 2),
+            None if seconds is None else round(seconds, 2),
+            violations,
+            removals,
+        )
+
+    def _break(self, step: Step) -> None:
+        """The deliberate break: the operator frozen, and a resource it would have to apply."""
+        op = self.operator
+        assert op is not None and op.proc is not None
+        op.proc.signal(signal.SIGSTOP)
+        sabotage = Resource(
+            CLIENT_QUOTA,
+            NAMESPACES[0],
+            f"sabotage-{step.index}",
+            "user",
+            (("user", "sabotage"),),
+            (("producerByteRate", 1000.0 + step.index),),
+        )
+        self.send([Op("apply", sabotage, "sabotage")])
+
+    def _unbreak(self) -> None:
+        op = self.operator
+        assert op is not None and op.proc is not None
+        op.proc.signal(signal.SIGCONT)
+
+
+def _sleep_until(moment: float) -> None:
+    time.sleep(max(0.0, moment - time.monotonic()))
+
+
+def run(
+    seed: int,
+    faults: int,
+    workdir: Path,
+    kinds: tuple[str, ...] = FAULT_KINDS,
+    progress: Callable[[str], None] | None = None,
+    break_at: int | None = None,
+) -> Report:
+    """Start the stack in ``workdir``, play the history of ``seed``, stop everything; the report."""
+    soak = Soak(seed, faults, workdir, kinds, progress, break_at)
+    try:
+        return soak.run()
+    finally:
+        soak.stop()

@@ -1,0 +1,114 @@
+"""A short seed of the chaos soak (harness/soak/) in `make test`, and proof that the soak catches a break.
+
+The long runs are ``make soak SEED=… FAULTS=…``; this module plays the first
+steps of one fixed seed on its own API server, broker and operator, and
+asserts what the issue asks of every run: no invariant broken, convergence
+p99 within 30 s after each fault ends. Failover of two replicas is left to
+``make soak``: the standby waits out the killed replica's Kopf peering
+lifetime (60 s), a minute per fault this suite cannot afford.
+
+The second test continues the same history for one more step with the
+operator frozen on purpose, and checks that the soak reports it with the
+command that replays it. The last one is what the soak found: a ledger
+ConfigMap deleted by hand is not restored by the running operator, so after a
+restart the operator no longer knows it owns the keys it set, and deleting
+their resource leaves them on the brokers (strict xfail: it passes, and so
+fails, once the operator repairs its ledger).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from harness.soak import engine
+from harness.soak.history import CLIENT_QUOTA, FAULT_KINDS, MUTATION_QUOTA, Fault, Op, Resource, Step, generate
+
+from tests.plugins.resilience import Resilience
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.soak]
+
+SEED = 1
+FAULTS = 7
+#: Failover is left to `make soak` (a minute per fault); the ledger faults break an invariant
+#: today (see the last test), so the short seed, which must pass, leaves them out.
+KINDS = tuple(k for k in FAULT_KINDS if k not in ("failover", "ledger-deleted", "ledger-edited"))
+
+
+@pytest.fixture(scope="module")
+def soak(tmp_path_factory: pytest.TempPathFactory) -> Iterator[engine.Soak]:
+    s = engine.Soak(SEED, FAULTS, tmp_path_factory.mktemp("soak"), KINDS)
+    try:
+        s.start()
+        yield s
+    finally:
+        s.stop()
+
+
+def test_a_short_seed_breaks_no_invariant_and_converges_within_30_s(
+    soak: engine.Soak, resilience: Resilience, tmp_path: Path
+) -> None:
+    report = soak.play_all(generate(SEED, FAULTS, KINDS))
+    json_path, _ = report.write(tmp_path)
+    conv = report.convergence()
+    resilience.fault(
+        f"soak seed {SEED}, {FAULTS} faults",
+        ok=not report.violations and conv["p99"] <= 30,
+        detail=f"{', '.join(sorted({s.kind for s in report.steps}))}; convergence p50 {conv['p50']} s, "
+        f"p99 {conv['p99']} s; {sum(s.removals_checked for s in report.steps)} removals matched to events",
+        lost=len(report.violations),
+        seconds=sum(s.fault_seconds + (s.converge_seconds or 0) for s in report.steps),
+    )
+    assert len(report.steps) == FAULTS
+    assert not report.violations, report.text()
+    assert conv["p99"] <= 30, report.text()
+    # The checks were not vacuous: keys were removed (and matched to events) and resources were Ready.
+    assert sum(s.removals_checked for s in report.steps) > 0, report.text()
+    assert json_path.exists()
+
+
+def test_a_frozen_operator_is_caught_and_reported_with_the_step_that_replays_it(soak: engine.Soak) -> None:
+    soak.break_at = FAULTS + 1
+    soak.converge_seconds = 8.0
+    before = len(soak.report.violations) if soak.report else 0
+    report = soak.play_all(generate(SEED, FAULTS + 1, KINDS)[FAULTS:])
+    found = report.violations[before:]
+    assert found, report.text()
+    assert found[0].step == FAULTS + 1
+    assert found[0].invariant == "desired state within 8 s"
+    expected = f"users/sabotage producer_byte_rate: expected {1000 + FAULTS + 1}, broker has absent"
+    assert expected in found[0].detail
+    assert found[0].replay == f"make soak SEED={SEED} FAULTS={FAULTS + 1} KINDS={','.join(KINDS)} BREAK={FAULTS + 1}"
+    assert f"invariants broken: {len(report.violations)}" in report.text()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="found by the soak (make soak SEED=1 FAULTS=48: ledger deleted at step 42, failover at 48): a ledger "
+    "deleted by hand is not rewritten by the running operator; "
+    "after a restart, a deleted resource's keys stay on the brokers",
+)
+def test_a_ledger_deleted_by_hand_then_a_restart_loses_no_ownership(soak: engine.Soak) -> None:
+    soak.break_at = None
+    soak.converge_seconds = 12.0
+    soak.replay_command = "pytest tests/soak -k ledger_deleted --runxfail"
+    first = len(soak.report.steps) + 1 if soak.report else 1
+    mutation = Resource(
+        MUTATION_QUOTA,
+        "soak-a",
+        "repro-m",
+        "user+client=<default>",
+        (("user", "u1"), ("clientId", None)),
+        (("rate", 53.5),),
+    )
+    quota = Resource(CLIENT_QUOTA, "soak-b", "repro-c", "user", (("user", "u2"),), (("producerByteRate", 1000.0),))
+    steps = [
+        # Applied and converged first, so the ledger ConfigMaps hold both before they are deleted.
+        Step(first, (Op("apply", mutation, "create"), Op("apply", quota, "create")), Fault("crds-reapplied"), ()),
+        Step(first + 1, (), Fault("ledger-deleted"), ()),
+        Step(first + 2, (), Fault("operator-kill", (("down", 1.0),)), (Op("delete", mutation, "delete"),)),
+    ]
+    before = len(soak.report.violations) if soak.report else 0
+    report = soak.play_all(steps)
+    assert report.violations[before:] == [], report.text()
