@@ -98,3 +98,28 @@ def test_a_cluster_name_longer_than_a_label_value(kube: KubeAPIServer, namespace
     assert with_kube(kube, save_and_load) == led
     (cm,) = configmaps(kube, namespace, f"{LABEL}={label_value(cluster)}")
     assert len(cm["metadata"]["name"]) <= 253
+
+
+def test_shards_deleted_or_edited_by_hand_are_rewritten_from_what_the_operator_owns(
+    kube: KubeAPIServer, namespace: str
+) -> None:
+    owned = {Entity.for_user(f"u{i}"): {P: float(i + 1)} for i in range(64)}
+    cluster = "repair"
+
+    async def work(api: Kube) -> tuple[list[str], list[str], dict[Entity, dict[QuotaKey, float]]]:
+        store = LedgerStore(api, namespace, cluster)
+        await store.save(owned, owned)
+        assert await store.repair(owned) == [], "nothing changed: nothing rewritten"
+        names = sorted(cm["metadata"]["name"] for cm in await api.list_config_maps(namespace, f"{LABEL}={cluster}"))
+        kube.kubectl("delete", "configmap", "-n", namespace, names[0])
+        kube.kubectl("patch", "configmap", "-n", namespace, names[1], "--type=merge", "-p",
+                     json.dumps({"data": {"ledger.json": "{}"}}))  # fmt: skip
+        lines = await store.repair(owned)
+        # A fresh operator (a restart, a failover) reads every key back.
+        return names, lines, await LedgerStore(api, namespace, cluster).load()
+
+    names, lines, loaded = with_kube(kube, work)
+    assert loaded == owned
+    assert len(lines) == 2
+    assert f"ownership ledger ConfigMap {namespace}/{names[0]} was missing (deleted, or its labels removed)" in lines[0]
+    assert f"ownership ledger ConfigMap {namespace}/{names[1]} was changed outside kquota" in lines[1]

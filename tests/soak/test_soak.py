@@ -10,10 +10,10 @@ lifetime (60 s), a minute per fault this suite cannot afford.
 The second test continues the same history for one more step with the
 operator frozen on purpose, and checks that the soak reports it with the
 command that replays it. The last one is what the soak found: a ledger
-ConfigMap deleted by hand is not restored by the running operator, so after a
-restart the operator no longer knows it owns the keys it set, and deleting
-their resource leaves them on the brokers (strict xfail: it passes, and so
-fails, once the operator repairs its ledger).
+ConfigMap deleted by hand was not restored by the running operator, so after a
+restart the operator no longer knew it owned the keys it set, and deleting
+their resource left them on the brokers. Every full pass now rewrites such a
+shard (LedgerStore.repair), with a LedgerRepaired event.
 """
 
 from __future__ import annotations
@@ -83,16 +83,10 @@ def test_a_frozen_operator_is_caught_and_reported_with_the_step_that_replays_it(
     assert f"invariants broken: {len(report.violations)}" in report.text()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="found by the soak (make soak SEED=1 FAULTS=48: ledger deleted at step 42, failover at 48): a ledger "
-    "deleted by hand is not rewritten by the running operator; "
-    "after a restart, a deleted resource's keys stay on the brokers",
-)
 def test_a_ledger_deleted_by_hand_then_a_restart_loses_no_ownership(soak: engine.Soak) -> None:
     soak.break_at = None
     soak.converge_seconds = 12.0
-    soak.replay_command = "pytest tests/soak -k ledger_deleted --runxfail"
+    soak.replay_command = "pytest tests/soak -k ledger_deleted"
     first = len(soak.report.steps) + 1 if soak.report else 1
     mutation = Resource(
         MUTATION_QUOTA,

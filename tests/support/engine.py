@@ -103,6 +103,9 @@ class Ledger:
     async def save(self, ledger: Any, entities: Iterable[Entity]) -> int:
         return 0
 
+    async def repair(self, ledger: Any) -> list[str]:
+        return []
+
 
 def quota(name: str, user: str, rate: int, created: str = "2026-01-01T00:00:00Z", **meta: Any) -> ResourceRecord:
     body = {

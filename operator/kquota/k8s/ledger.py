@@ -5,7 +5,8 @@ One set of shards per Kafka cluster, in the operator's namespace, labelled
 then kept in memory and written through: the operator is the only writer (Kopf
 peering keeps one replica active), so the in-memory copy is authoritative.
 
-A save rewrites only the shards holding the entities it was given. When one of
+A save rewrites only the shards holding the entities it was given; every full
+pass rewrites the shards changed by hand (:meth:`LedgerStore.repair`). When one of
 them would pass the API server's size limit, the ledger moves to a layout with
 more shards: the new layout is written whole (every shard, empty ones too) under
 new names, and only then is the old one retired. A crash in between leaves the
@@ -118,6 +119,38 @@ class LedgerStore:
             await self._retire(self._stale)
             return len(texts)
         return await self._grow(ledger)
+
+    async def repair(self, ledger: Mapping[Entity, Mapping[QuotaKey, float]]) -> list[str]:
+        """Rewrite every shard that no longer says what ``ledger`` (the operator's own record) says.
+
+        kquota is the only writer, so a shard deleted, emptied or edited in the API server was changed
+        by hand, and the operator still knows exactly what it owns: left alone, the next operator to
+        start (a restart, a failover) would load the changed ledger and forget which keys are its own,
+        and deleting their resources would leave them on the brokers. Returns one line per shard
+        rewritten, naming it and what was found, for the caller to say (a log line, an event).
+        """
+        found = {
+            cm["metadata"]["name"]: cm
+            for cm in await self.kube.list_config_maps(self.namespace, selector(self.cluster))
+            if _shards_of(cm) == self.shards
+        }
+        lines = []
+        for shard, entries in fmt.split(ledger, self.shards).items():
+            name = shard_name(self.cluster, shard, self.shards)
+            cm = found.get(name)
+            # An absent shard of the first layout is an empty one (they are written as entities arrive).
+            if cm is None and not entries and self.shards == fmt.SHARDS:
+                continue
+            text = fmt.encode_shard(entries)
+            if cm is not None and (cm.get("data") or {}).get(DATA_KEY) == text:
+                continue
+            what = "missing (deleted, or its labels removed)" if cm is None else "changed outside kquota"
+            await self._put(self.shards, shard, text)
+            lines.append(
+                f"ownership ledger ConfigMap {self.namespace}/{name} was {what}: rewritten with the "
+                f"{len(entries)} entities kquota owns there"
+            )
+        return lines
 
     async def _grow(self, ledger: Mapping[Entity, Mapping[QuotaKey, float]]) -> int:
         shards = fmt.shards_needed(ledger, self.shards * 2)

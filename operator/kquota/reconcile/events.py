@@ -2,7 +2,8 @@
 
 DriftCorrected for each restored key, Contested when a key is restored too
 often, Applied (exact old and new values) for each key set, QuotaRemoved (key,
-old value, cause) for each key removed.
+old value, cause) for each key removed, LedgerRepaired for each ownership
+ledger shard rewritten after a change by hand.
 """
 
 from __future__ import annotations
@@ -43,6 +44,14 @@ class Events:
         return ObjectRef(
             "KafkaCluster", "kafkaclusters", None, str(meta.get("name", self.name)), str(meta.get("uid", ""))
         )
+
+    async def _ledger_repaired(self, lines: list[str]) -> None:
+        """Say each ledger shard rewritten after a change by hand: a Warning log line and event on the KafkaCluster."""
+        ref = self._cluster_ref()
+        for line in lines:
+            log.warning("cluster %s: %s", self.name, line)
+            if ref is not None:
+                await self.kube.event(ref, "Warning", "LedgerRepaired", line)
 
     async def _drift_events(self, drifted: list[Drift], holders: Holders, records: tuple[ResourceRecord, ...]) -> None:
         by_ref = {r.ref: r for r in records}

@@ -106,6 +106,8 @@ class Pass(Gather, Report):
         self._acted(inp, acted)
         if acted.acl_refusal is not None:
             raise acted.acl_refusal
+        if inp.full:
+            await self._repair_ledger(acted.ledger)
         seen = await self.observe(inp, decision.claimers)
         fixed = drifted(decision, acted.failed.keys())
         # Record the restores first: a key restored once too often is contested in the outcomes.
@@ -120,6 +122,17 @@ class Pass(Gather, Report):
             self._observe_basis = _ObserveBasis(decision.records, decision.claimers, after, result)
         self._log_pass(inp, report, started)
         return report
+
+    async def _repair_ledger(self, ledger: Ledger) -> None:
+        """Put back ledger shards deleted or edited by hand, from what this operator knows it owns."""
+        try:
+            lines = await self.ledger_store.repair(ledger)
+        except Exception:
+            # The brokers are right; only the record of ownership is at risk, and the next full pass retries.
+            log.warning("cluster %s: could not check the ownership ledger's ConfigMaps", self.name, exc_info=True)
+            return
+        if lines:
+            await self._ledger_repaired(lines)
 
     async def observe_once(self) -> bool:
         """Between drift checks, with ``spec.metrics``: read the metrics and write the statuses they change.
