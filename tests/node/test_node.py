@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -110,6 +112,13 @@ def node_kafka(node: Node, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         cluster.stop()
 
 
+def helm_install(helm: Helm, name: str, namespace: str, values: dict[str, Any]) -> None:
+    helm(
+        "install", name, str(CHART), "--namespace", namespace, "--create-namespace", "--values", "-",
+        "--wait", "--timeout", "180s", input=json.dumps(values), timeout=240,
+    )  # fmt: skip
+
+
 def install_values(image: images.Image, kafka: KafkaCluster, cluster: str) -> dict[str, Any]:
     repository, tag = image.reference.rsplit(":", 1)
     return {
@@ -127,12 +136,9 @@ def release(node: Node, node_kafka: KafkaCluster, tmp_path_factory: pytest.TempP
     name = f"kq-{uuid.uuid4().hex[:6]}"
     namespace = "kquota-system"
     cluster = f"{name}-main"
-    helm(
-        "install", name, str(CHART), "--namespace", namespace, "--create-namespace", "--values", "-",
-        "--wait", "--timeout", "180s", input=json.dumps(install_values(image, node_kafka, cluster)), timeout=240,
-    )  # fmt: skip
-    # No uninstall at the end: test_helm_uninstall (last) documents what it leaves, and the
-    # node fixture's cleanup removes everything.
+    helm_install(helm, name, namespace, install_values(image, node_kafka, cluster))
+    # No uninstall here: the last tests uninstall it (the wrong way, then the documented
+    # way), and the node fixture's cleanup removes whatever a failure leaves.
     yield Release(node, node_kafka, helm, name, namespace, cluster)
 
 
@@ -323,10 +329,65 @@ def test_helm_upgrade_to_a_new_image_tag_loses_no_change(release: Release) -> No
     print(f"\nhelm upgrade: {rate - 1000} changes during the rollout, the last one on the broker")
 
 
+def evict(release: Release, pod: str, dry_run: bool = False) -> subprocess.CompletedProcess[str]:
+    """POST a policy/v1 Eviction for ``pod`` (what `kubectl drain` does); the result is not checked."""
+    body: dict[str, Any] = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": pod, "namespace": release.namespace},
+    }
+    if dry_run:
+        # Checked against the PodDisruptionBudget like a real eviction, but nothing is deleted.
+        body["deleteOptions"] = {"dryRun": ["All"]}
+    path = f"/api/v1/namespaces/{release.namespace}/pods/{pod}/eviction"
+    return release.node.kubectl("create", "--raw", path, "-f", "-", input=json.dumps(body), check=False)
+
+
+PDB_REFUSAL = "Cannot evict pod as it would violate the pod's disruption budget"
+
+
+def test_the_pdb_is_enforced_by_the_eviction_api(release: Release) -> None:
+    """The chart's PDB (maxUnavailable 1 of 2) through the real eviction API: one eviction at a
+    time, the next one only once the replacement is Ready; quotas keep landing throughout."""
+
+    def disruptions_allowed() -> int:
+        pdb = release.node.get_json("poddisruptionbudget", release.deployment, "-n", release.namespace)
+        return int((pdb.get("status") or {}).get("disruptionsAllowed") or 0)
+
+    wait_for(lambda: len(release.ready_pods()) == 2, 120, "both replicas Ready")
+    wait_for(lambda: disruptions_allowed() == 1, 60, "the PDB to allow one disruption")
+    team = new_team(release.node)
+    user = f"gina-{uuid.uuid4().hex[:6]}"
+
+    def set_rate(rate: int) -> None:
+        apply(release.node.api, client_quota(team, "gina", {"user": {"name": user}}, {"producerByteRate": rate},
+                                             cluster=release.cluster))  # fmt: skip
+        release.wait_broker(user, f"producer_byte_rate={rate}.0", timeout=120)
+
+    set_rate(1000)
+    active = wait_for(release.active_pod, 60, "an active peer")
+    (standby,) = {p["metadata"]["name"] for p in release.ready_pods()} - {active}
+    first = evict(release, active)
+    assert first.returncode == 0, first.stderr
+    second = evict(release, standby)
+    assert second.returncode != 0, "a second eviction was allowed while the first pod was not replaced"
+    assert "TooManyRequests" in second.stderr and PDB_REFUSAL in second.stderr, second.stderr
+    # Refused because the replacement was not Ready yet (not for some other reason).
+    assert len(release.ready_pods()) < 2
+    # The standby took over: a change made during the disruption lands.
+    set_rate(2000)
+    wait_for(lambda: len(release.ready_pods()) == 2, 120, "the evicted pod's replacement Ready",
+             on_timeout=release.operator_logs)  # fmt: skip
+    wait_for(lambda: disruptions_allowed() == 1, 60, "the PDB to allow a disruption again")
+    again = evict(release, standby, dry_run=True)
+    assert again.returncode == 0, again.stderr
+    set_rate(3000)
+
+
 def test_helm_uninstall_leaves_finalizers_and_quota_keys(release: Release) -> None:
-    """What `helm uninstall` does today (docs/install.md, "Uninstalling"): the operator goes with the
-    release, so nothing removes kquota's finalizers: the chart's KafkaCluster stays Terminating,
-    quota resources keep their finalizer and their keys stay on the broker. Runs last."""
+    """A plain `helm uninstall` (docs/install.md, "Uninstalling", the wrong order): the operator goes
+    with the release, so nothing removes kquota's finalizers: the chart's KafkaCluster stays
+    Terminating, quota resources keep their finalizer and their keys stay on the broker."""
     team = new_team(release.node)
     user = f"erin-{uuid.uuid4().hex[:6]}"
     apply(release.node.api, client_quota(team, "erin", {"user": {"name": user}}, {"producerByteRate": 512},
@@ -339,3 +400,71 @@ def test_helm_uninstall_leaves_finalizers_and_quota_keys(release: Release) -> No
     quota = release.node.get_json("clientquota", "erin", "-n", team)
     assert quota["metadata"]["finalizers"] == ["kquota.io/finalizer"]
     assert "producer_byte_rate=512.0" in release.broker_quota(user)
+
+
+QUOTA_RESOURCES = "clientquotas,controllermutationquotas,topicquotas"
+
+
+def approve_held_removals(release: Release) -> None:
+    """Approve what the mass-removal guard holds, as its DeletionGuard condition says."""
+    clusters = release.node.get_json("kafkaclusters")["items"]
+    for cluster in clusters:
+        for condition in (cluster.get("status") or {}).get("conditions") or []:
+            held = re.search(r"approve-removals=(\S+)", condition.get("message") or "")
+            if condition["type"] == "DeletionGuard" and condition["status"] == "True" and held:
+                release.node.kubectl("annotate", "kafkacluster", cluster["metadata"]["name"],
+                                     f"kquota.io/approve-removals={held.group(1)}", "--overwrite")  # fmt: skip
+
+
+def test_recovery_then_uninstall_in_the_documented_order_leaves_nothing(release: Release) -> None:
+    """After the plain uninstall above: the recovery docs/install.md gives (release the KafkaCluster's
+    finalizer by hand, install the chart again), then its uninstall order (quota resources, then
+    KafkaClusters, then `helm uninstall`): no object left or Terminating, no quota key on the
+    broker, the CRDs kept."""
+    node = release.node
+    started = time.monotonic()
+    node.kubectl("patch", "kafkacluster", release.cluster, "--type=merge", "-p", '{"metadata":{"finalizers":null}}')
+    wait_for(lambda: not node.get_json("kafkaclusters")["items"], 30, "the Terminating KafkaCluster gone")
+    image = images.ensure_operator_image()
+    helm_install(release.helm, release.name, release.namespace, install_values(image, release.kafka, release.cluster))
+    reinstalled = time.monotonic()
+    admin = QuotaAdmin(ConnectionSettings(bootstrap_servers=release.kafka.bootstrap))
+    try:
+        assert admin.describe_all(), "the quotas the earlier tests set are not on the broker"
+        node.kubectl("delete", QUOTA_RESOURCES, "--all", "--all-namespaces", "--wait=false", timeout=300)
+
+        def quota_resources_left() -> int:
+            left = len(node.get_json(QUOTA_RESOURCES, "--all-namespaces")["items"])
+            if left:
+                # Deleting every quota resource is a mass removal: the guard holds it until approved.
+                approve_held_removals(release)
+            return left
+
+        wait_for(lambda: quota_resources_left() == 0, 300, "every quota resource gone", interval=2.0,
+                 on_timeout=lambda: f"{quota_resources_left()} left\n{release.operator_logs()}")  # fmt: skip
+        quotas_gone = time.monotonic()
+        node.kubectl("delete", "kafkaclusters", "-l", f"app.kubernetes.io/instance={release.name}",
+                     "--wait=true", "--timeout=60s", timeout=90)  # fmt: skip
+        release.helm("uninstall", release.name, "--namespace", release.namespace, "--wait", "--timeout", "120s",
+                     timeout=180)  # fmt: skip
+        uninstalled = time.monotonic()
+        left = admin.describe_all_raw()
+        assert not left, f"quota keys left on the broker: {left[:5]}"
+    finally:
+        admin.close()
+    print(
+        f"\nrecovery: reinstalled in {reinstalled - started:.1f}s; documented uninstall: quota resources "
+        f"gone in {quotas_gone - reinstalled:.1f}s, KafkaCluster and release in {uninstalled - quotas_gone:.1f}s"
+    )
+    assert not node.get_json("kafkaclusters")["items"]
+    assert not node.get_json(QUOTA_RESOURCES, "--all-namespaces")["items"]
+    # `helm uninstall --wait` waits for the Deployment; its pods then end within their grace period.
+    wait_for(lambda: not node.get_json("pods", "-n", release.namespace)["items"], 90, "the operator pods gone")
+    print(f"operator pods gone {time.monotonic() - uninstalled:.1f}s after `helm uninstall --wait`")
+    stuck = [
+        ns["metadata"]["name"] for ns in node.get_json("namespaces")["items"] if ns["metadata"].get("deletionTimestamp")
+    ]
+    assert not stuck, stuck
+    # Helm never deletes the CRDs of a chart's crds/ directory.
+    crds = {c["metadata"]["name"] for c in node.get_json("customresourcedefinitions")["items"]}
+    assert {"clientquotas.kquota.io", "kafkaclusters.kquota.io", "clusterkopfpeerings.kopf.dev"} <= crds
