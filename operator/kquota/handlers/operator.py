@@ -44,7 +44,7 @@ from kquota.k8s.ledger import LedgerStore
 from kquota.kafka.quotas import KafkaUnavailable
 from kquota.reconcile.build import QUOTA_KINDS, cluster_config, record_from_body
 from kquota.reconcile.engine import ClusterReconciler
-from kquota.reconcile.orphans import OrphanReporter
+from kquota.reconcile.orphans import OrphanReporter, RecordStore
 from kquota.reconcile.records import ClusterConfig, ResourceRecord
 from kquota.reconcile.settings import OperatorSettings
 
@@ -62,7 +62,7 @@ class Runtime:
     kube: Kube | None = None
     engines: dict[str, ClusterReconciler] = {}
     #: Every quota resource's latest record by uid, for the resources no reconciler covers.
-    records: dict[str, ResourceRecord] = {}
+    records: RecordStore = RecordStore()
     #: Each KafkaCluster that exists, by name: (creationTimestamp, status.clusterId);
     #: a second one for a Kafka cluster is refused.
     cluster_facts: dict[str, tuple[str, str | None]] = {}
