@@ -76,3 +76,9 @@ class OperatorSettings(BaseSettings):
     kubeconfig: str | None = Field(None, description="Kubeconfig file; default in-cluster or $KUBECONFIG.")
     peering: str | None = Field(None, description="Kopf peering name for HA; None runs standalone.")
     log_format: str = Field("plain", pattern="^(plain|json)$")
+    gc_freeze_seconds: float = Field(
+        2.0,
+        ge=0,
+        description="Seconds after which surviving objects are frozen out of the garbage collector's full scans "
+        "(kquota.handlers.gc_policy); 0 leaves CPython's collector as it is.",
+    )
