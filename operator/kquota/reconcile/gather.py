@@ -283,7 +283,7 @@ class Gather:
             log.warning("cluster %s: cannot read %s from the brokers: %s", self.name, CALLBACK_CONFIG, exc)
             found = None
         if found and (cached is None or cached[2] != found):
-            log.warning("cluster %s: %s", self.name, cluster_condition(found, False)[2])
+            log.warning("cluster %s: %s", self.name, cluster_condition(found, False).message)
         self._callbacks = (now, list(brokers), found)
         return found
 
