@@ -129,13 +129,13 @@ def engine(
 
     return ClusterReconciler(
         "c",
-        lambda: list(records),
-        cfg,
+        [{"c": records}],  # the list stays live: tests add and remove records between passes
         kube,
         Ledger(),
         OperatorSettings(),
+        cluster_object={"metadata": {"name": "c", "uid": "c-uid", "generation": 1}},
         admin_factory=admin,  # type: ignore[arg-type]
-        cluster_object=lambda: {"metadata": {"name": "c", "uid": "c-uid", "generation": 1}},
+        cluster_config=cfg,
     )
 
 

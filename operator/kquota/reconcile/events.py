@@ -9,7 +9,7 @@ ledger shard rewritten after a change by hand.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from kquota.domain.contest import ContestTracker
@@ -35,12 +35,12 @@ class Events:
     settings: OperatorSettings
     _contest: ContestTracker
     _entities_by_uid: dict[str, frozenset[Entity]]
-    _cluster_object: Callable[[], Mapping[str, Any]] | None
+    _cluster_object: Mapping[str, Any] | None
 
     def _cluster_ref(self) -> ObjectRef | None:
         if self._cluster_object is None:
             return None
-        meta = self._cluster_object().get("metadata") or {}
+        meta = self._cluster_object.get("metadata") or {}
         return ObjectRef(
             "KafkaCluster", "kafkaclusters", None, str(meta.get("name", self.name)), str(meta.get("uid", ""))
         )

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,10 +99,10 @@ class Gather:
     name: str
     settings: OperatorSettings
     ledger_store: LedgerStore
-    _records: Callable[[], Iterable[ResourceRecord]]
+    _indexes: tuple[Mapping[str, Iterable[ResourceRecord]], ...]
     _cluster: Callable[[], Awaitable[ClusterConfig | None]]
-    _cluster_object: Callable[[], Mapping[str, Any]] | None
-    _peers: Callable[[], Mapping[str, tuple[str, str | None]]]
+    _cluster_object: Mapping[str, Any] | None
+    _peers: Mapping[str, tuple[str, str | None]]
     _admin_factory: Callable[[ClusterConfig], QuotaAdmin]
     _entities_by_uid: dict[str, frozenset[Entity]]
 
@@ -121,12 +121,17 @@ class Gather:
         self._metrics_read_at = 0.0
         self._wait = self.settings.drift_interval
 
+    def _every_record(self) -> Iterator[ResourceRecord]:
+        """This cluster's quota resources, as the indexes hold them now."""
+        for index in self._indexes:
+            yield from (r for r in index.get(self.name, ()) if r.cluster == self.name)
+
     async def gather(self, scope: frozenset[str] | None) -> PassInput:
         """Every read of one pass: over everything (``scope`` None) or narrowed to the resources with these uids."""
         cfg = await self._cluster()
         if cfg is None:
             raise ClusterNotReady(f"KafkaCluster {self.name!r} not found or not usable")
-        every = tuple(r for r in self._records() if r.cluster == self.name)
+        every = tuple(self._every_record())
         if self._ledger is None:
             self._ledger = await self.ledger_store.load()
         admin = self._admin_for(cfg)
@@ -198,9 +203,9 @@ class Gather:
         """
         if self.settings.allow_shared_kafka_clusters or self._cluster_object is None:
             return
-        meta = self._cluster_object().get("metadata") or {}
+        meta = self._cluster_object.get("metadata") or {}
         me = (str(meta.get("creationTimestamp") or ""), self.name)
-        for name, (created, other_id) in self._peers().items():
+        for name, (created, other_id) in self._peers.items():
             if name != self.name and other_id == cluster_id and (created, name) < me:
                 raise DuplicateCluster(
                     f"KafkaCluster {name!r} already manages Kafka cluster {cluster_id} (created first): this "
@@ -314,6 +319,6 @@ class Gather:
     def _approval(self) -> str | None:
         if self._cluster_object is None:
             return None
-        annotations = (self._cluster_object().get("metadata") or {}).get("annotations") or {}
+        annotations = (self._cluster_object.get("metadata") or {}).get("annotations") or {}
         value = annotations.get(APPROVAL_ANNOTATION)
         return str(value) if value is not None else None

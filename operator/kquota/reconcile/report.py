@@ -277,7 +277,7 @@ class Report(Events):
     async def _write_cluster_status(self, reason: Reason, message: str, brokers: int | None) -> None:
         if self._cluster_object is None:
             return
-        body = self._cluster_object()
+        body = self._cluster_object
         meta = body.get("metadata") or {}
         prev = self._cluster_written or body.get("status") or {}
         held = self._hold_text if self._hold is not None and reason is Reason.APPLIED else None
