@@ -46,7 +46,7 @@ from kquota.k8s import published
 from kquota.k8s.api import Kube, connect
 from kquota.k8s.ledger import LedgerStore
 from kquota.kafka.quotas import KafkaUnavailable
-from kquota.reconcile.build import QUOTA_KINDS, record_from_body
+from kquota.reconcile.build import QUOTA_KINDS, ClusterResolver, record_from_body
 from kquota.reconcile.engine import ClusterReconciler
 from kquota.reconcile.orphans import OrphanReporter
 from kquota.reconcile.records import ResourceRecord
@@ -268,6 +268,7 @@ async def cluster_reconciler(
     engine = ClusterReconciler(
         name=name,
         indexes=[kwargs[f"{plural}_index"] for plural in QUOTA_KINDS.values()],
+        cluster_config=ClusterResolver(body, kube, st.settings),
         kube=kube,
         ledger_store=LedgerStore(kube, st.settings.namespace, name),
         settings=st.settings,

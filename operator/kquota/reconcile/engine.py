@@ -46,13 +46,12 @@ from typing import Any
 from kquota.domain.ledger import LedgerFromNewerOperator
 from kquota.domain.outcomes import unavailable
 from kquota.domain.status import Reason
-from kquota.k8s.api import Kube, SecretNotFound
-from kquota.k8s.ledger import LedgerStore
+from kquota.k8s.api import SecretNotFound
 from kquota.kafka.quotas import KafkaNotAuthorized, KafkaUnavailable, QuotaAdmin
 from kquota.reconcile import metrics
-from kquota.reconcile.build import cluster_config
 from kquota.reconcile.gather import ClusterNotReady, DuplicateCluster
 from kquota.reconcile.passes import Pass, PassReport
+from kquota.reconcile.ports import LedgerPort, QuotaAdminPort, StatusWriter
 from kquota.reconcile.records import ClusterConfig, ResourceRecord
 from kquota.reconcile.settings import OperatorSettings
 
@@ -71,23 +70,25 @@ class ClusterReconciler(Pass):
         self,
         name: str,
         indexes: Iterable[Mapping[str, Iterable[ResourceRecord]]],
-        kube: Kube,
-        ledger_store: LedgerStore,
+        cluster_config: Callable[[], Awaitable[ClusterConfig | None]],
+        kube: StatusWriter,
+        ledger_store: LedgerPort,
         settings: OperatorSettings,
         cluster_object: Mapping[str, Any] | None = None,
         peers: Mapping[str, tuple[str, str | None]] | None = None,
-        admin_factory: Callable[[ClusterConfig], QuotaAdmin] | None = None,
-        cluster_config: Callable[[], Awaitable[ClusterConfig | None]] | None = None,
+        admin_factory: Callable[[ClusterConfig], QuotaAdminPort] | None = None,
     ) -> None:
         """Values, not callbacks into the caller: the mappings are read on every pass and may change in between.
 
         ``indexes`` hold the quota resources by cluster name (Kopf's indexes);
+        ``cluster_config`` resolves the KafkaCluster to its connection and
+        policy (:class:`~kquota.reconcile.build.ClusterResolver`);
         ``cluster_object`` is the KafkaCluster (Kopf's live body), read for its
-        connection, its approval annotation and its own status; ``peers`` is
-        every KafkaCluster's (creationTimestamp, status.clusterId), to refuse a
-        second one for the same Kafka cluster. Tests replace how the Kafka admin
-        client is made (``admin_factory``) and how the KafkaCluster is resolved
-        (``cluster_config``, else :func:`~kquota.reconcile.build.cluster_config`).
+        approval annotation and its own status; ``peers`` is every
+        KafkaCluster's (creationTimestamp, status.clusterId), to refuse a second
+        one for the same Kafka cluster. Kafka and Kubernetes are reached through
+        the ports in :mod:`~kquota.reconcile.ports`; tests replace how the Kafka
+        admin client is made (``admin_factory``).
         """
         self.name = name
         self._indexes = tuple(indexes)
@@ -97,7 +98,7 @@ class ClusterReconciler(Pass):
         self._cluster_object = cluster_object
         self._peers: Mapping[str, tuple[str, str | None]] = peers if peers is not None else {}
         self._admin_factory = admin_factory or (lambda cfg: QuotaAdmin(cfg.connection))
-        self._cluster = cluster_config or self._resolve_cluster
+        self._cluster = cluster_config
         self._init_gather()
         self._init_report()
         self._init_pass()
@@ -114,11 +115,6 @@ class ClusterReconciler(Pass):
         self._full = True
         #: The KafkaCluster's (generation, removal approval) last seen (a change means a full pass).
         self._cluster_version: tuple[int, str | None] | None = None
-
-    async def _resolve_cluster(self) -> ClusterConfig | None:
-        if self._cluster_object is None:
-            return None
-        return await cluster_config(self._cluster_object, self.kube, self.settings)
 
     # -- triggering ------------------------------------------------------------
 

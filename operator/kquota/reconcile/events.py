@@ -16,8 +16,9 @@ from kquota.domain.contest import ContestTracker
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.plan import Drift, EntityChange, ResourceRef
 from kquota.domain.status import value_text
-from kquota.k8s.api import Kube, ObjectRef, gather_limited
+from kquota.k8s.api import ObjectRef, gather_limited
 from kquota.reconcile import metrics
+from kquota.reconcile.ports import StatusWriter
 from kquota.reconcile.records import ResourceRecord
 from kquota.reconcile.settings import OperatorSettings
 
@@ -31,7 +32,7 @@ class Events:
     """The change events of a pass (part of :class:`~kquota.reconcile.engine.ClusterReconciler`)."""
 
     name: str
-    kube: Kube
+    kube: StatusWriter
     settings: OperatorSettings
     _contest: ContestTracker
     _entities_by_uid: dict[str, frozenset[Entity]]
