@@ -22,7 +22,7 @@ import time
 from collections.abc import Mapping, MutableMapping, Set
 
 from kquota.domain.status import Outcome, Reason, merge_patch, needs_write, render_status
-from kquota.k8s.api import Kube
+from kquota.reconcile.ports import StatusWriter
 from kquota.reconcile.records import ResourceRecord
 from kquota.reconcile.settings import OperatorSettings
 
@@ -53,7 +53,7 @@ class OrphanReporter:
 
     def __init__(
         self,
-        kube: Kube,
+        kube: StatusWriter,
         settings: OperatorSettings,
         records: MutableMapping[str, ResourceRecord],
         clusters: Set[str],
