@@ -11,9 +11,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kquota.domain.entities import Entity, QuotaKey
-from kquota.kafka.quotas import ConnectionSettings, EntityAlteration, EntityResult, QuotaAdmin
+from kquota.kafka.quotas import ConnectionSettings, EntityAlteration, EntityResult
 from kquota.reconcile.build import record_from_body
 from kquota.reconcile.engine import ClusterReconciler
+from kquota.reconcile.ports import QuotaAdminPort
 from kquota.reconcile.records import ClusterConfig, ResourceRecord
 from kquota.reconcile.settings import OperatorSettings
 
@@ -63,6 +64,12 @@ class Broker:
 
     def cluster_info(self) -> tuple[str, list[int]]:
         return "fake-cluster-id", [1]
+
+    def topic_leaders(self, topics: Sequence[str]) -> dict[str, dict[int, int]]:
+        return {}
+
+    def topic_config_names(self, topic: str) -> set[str]:
+        return set()
 
     def close(self) -> None:
         pass
@@ -124,18 +131,18 @@ def engine(
     async def cfg() -> ClusterConfig:
         return config or ClusterConfig("c", ConnectionSettings(bootstrap_servers="unused:9092"))
 
-    def admin(_: ClusterConfig) -> QuotaAdmin:
-        return broker  # type: ignore[return-value]  # the stand-in has the methods the engine calls
+    def admin(_: ClusterConfig) -> QuotaAdminPort:
+        return broker
 
     return ClusterReconciler(
         "c",
-        lambda: list(records),
+        [{"c": records}],  # the list stays live: tests add and remove records between passes
         cfg,
         kube,
         Ledger(),
         OperatorSettings(),
-        admin_factory=admin,  # type: ignore[arg-type]
-        cluster_object=lambda: {"metadata": {"name": "c", "uid": "c-uid", "generation": 1}},
+        cluster_object={"metadata": {"name": "c", "uid": "c-uid", "generation": 1}},
+        admin_factory=admin,
     )
 
 

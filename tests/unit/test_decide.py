@@ -356,7 +356,7 @@ def test_the_outcome_chain(case: str, records: list[ResourceRecord], kw: dict[st
 def test_a_controller_mutation_quota_reports_its_burst() -> None:
     decision = decide(given([CMQ]))
     got = pass_outcomes(decision, facts(windows={1: ControllerWindow(11, 1.0)}))["m"]
-    assert "burst" in got.extra
+    assert got.burst is not None and got.burst["windowNum"] == 11
 
 
 def test_outcomes_decided_before_act_are_kept() -> None:

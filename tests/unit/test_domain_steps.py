@@ -78,21 +78,22 @@ def test_split_budget_uses_the_busiest_broker_of_the_live_layout() -> None:
     ],
 )
 def test_with_enforcement(outcome: Outcome, enforced: tuple[str, str]) -> None:
-    got = with_enforcement(outcome, [(Entity.for_user("a"), {P: 5.0})], {"allowance": {"x": 1}})
-    assert got.extra == {"allowance": {"x": 1}, "clients": [{"entity": "users/a", "producer_byte_rate": 5.0}]}
-    ((ctype, status, reason, _),) = got.extra_conditions
-    assert (ctype, status, reason) == ("Enforced", *enforced)
+    got = with_enforcement(outcome, [(Entity.for_user("a"), {P: 5.0})], {"x": 1})
+    assert got.allowance == {"x": 1}
+    assert got.clients == ({"entity": "users/a", "producer_byte_rate": 5.0},)
+    (cond,) = got.conditions
+    assert (cond.type, cond.status, cond.reason) == ("Enforced", *enforced)
     assert got.reason is outcome.reason
 
 
 def test_with_burst_names_the_window_that_would_fit() -> None:
     windows = {1: ControllerWindow(num=11, size_seconds=1.0)}
     got = with_burst(Outcome(Reason.APPLIED, "ok"), 10.0, 500, windows)
-    burst: dict[str, Any] = dict(got.extra["burst"])
+    burst: dict[str, Any] = dict(got.burst or {})
     assert burst, "status.burst is filled from the brokers' windows"
-    ((ctype, status, _, message),) = got.extra_conditions
-    assert (ctype, status) == ("BurstSufficient", "False")
-    assert "quota.window.num" in message
+    (cond,) = got.conditions
+    assert (cond.type, cond.status) == ("BurstSufficient", "False")
+    assert "quota.window.num" in cond.message
 
 
 def test_apply_ledger_copies_only_what_changes() -> None:

@@ -210,15 +210,15 @@ def test_a_younger_kafkacluster_for_the_same_kafka_cluster_changes_nothing() -> 
         broker, kube = Broker(), Kube()
         eng = engine([client_quota("q", "alice", producerByteRate=1000)], broker, kube)
         eng.settings = eng.settings.model_copy(update={"allow_shared_kafka_clusters": False})
-        eng._cluster_object = lambda: {"metadata": {"name": "c", "creationTimestamp": "2026-02-01T00:00:00Z"}}
-        eng._peers = lambda: {"older": ("2026-01-01T00:00:00Z", "fake-cluster-id")}
+        eng._cluster_object = {"metadata": {"name": "c", "creationTimestamp": "2026-02-01T00:00:00Z"}}
+        eng._peers = {"older": ("2026-01-01T00:00:00Z", "fake-cluster-id")}
         with pytest.raises(
             DuplicateCluster, match="KafkaCluster 'older' already manages Kafka cluster fake-cluster-id"
         ):
             await eng.reconcile_once()
         assert broker.live == {}
         # Another Kafka cluster's KafkaCluster, or a younger one, is no reason to refuse.
-        eng._peers = lambda: {
+        eng._peers = {
             "older": ("2026-01-01T00:00:00Z", "other-id"),
             "young": ("2026-03-01T00:00:00Z", "fake-cluster-id"),
         }

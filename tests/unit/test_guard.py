@@ -67,7 +67,7 @@ def test_pruning_every_resource_holds_every_removal_until_the_kafkacluster_appro
         records = [quota(f"q{i}", f"u{i}", 1000 + i) for i in range(12)]
         eng = engine(records, broker, kube)
         annotations: dict[str, str] = {}
-        eng._cluster_object = lambda: _cluster(annotations)
+        eng._cluster_object = _cluster(annotations)  # the dict stays live: the approval is added below
         await eng.reconcile_once()
         assert len(broker.live) == 12
         # Argo CD prunes the whole application; one new resource arrives in the same sync.
@@ -104,7 +104,7 @@ def test_adopt_over_many_hand_made_quotas_is_held() -> None:
             broker.live[Entity.for_user(f"hand{i}")] = {C: 100.0}
         cfg = ClusterConfig("c", ConnectionSettings(bootstrap_servers="unused:9092"), policy=UnmanagedPolicy.ADOPT)
         eng = engine([quota("q", "mine", 5)], broker, kube, cfg)
-        eng._cluster_object = lambda: _cluster({})
+        eng._cluster_object = _cluster({})
         await eng.reconcile_once()
         assert sum(1 for e in broker.live if e.user and e.user.startswith("hand")) == 40
         assert broker.live[Entity.for_user("mine")] == {P: 5.0}
@@ -122,7 +122,7 @@ def test_removals_wait_until_changes_stop_so_a_streamed_prune_is_guarded_whole()
         records = [quota(f"q{i}", f"u{i}", 1000 + i) for i in range(20)]
         eng = engine(records, broker, kube)
         eng.settings = eng.settings.model_copy(update={"removal_settle": 0.3})
-        eng._cluster_object = lambda: _cluster({})
+        eng._cluster_object = _cluster({})
         await eng.reconcile_once()
         for i in range(20):
             records.pop()

@@ -5,7 +5,8 @@ annotation a user sets wake the cluster's reconciler and re-parse the object;
 an event that changed only status or the operator's own bookkeeping (the echo
 of its status write, Kopf's finalizer and progress notes) keeps the parsed
 record with the new status and wakes nothing.
-Kopf's per-object memo is a plain ``kopf.Memo`` here, as Kopf hands it over.
+Kopf's per-object memo is a shallow copy of the operator memo (``operator_memo``),
+as Kopf hands it over: the shared state is the same object in every copy.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ import pytest
 
 from kquota.domain.entities import Entity
 from kquota.handlers import operator as handlers
+from kquota.reconcile.settings import OperatorSettings
+from tests.support.engine import Broker, Kube
+from tests.support.engine import engine as support_engine
 from tests.support.quotas import P
 
 
@@ -33,14 +37,22 @@ class Engine:
         self.triggered.append(uid)
 
 
+OPERATOR_MEMO = handlers.operator_memo(OperatorSettings())
+
+
 @pytest.fixture
 def engine() -> Iterator[Engine]:
     fake = Engine()
-    handlers.Runtime.engines["c1"] = fake  # type: ignore[assignment]
+    handlers.state(OPERATOR_MEMO).engines["c1"] = fake  # type: ignore[assignment]
     try:
         yield fake
     finally:
-        handlers.Runtime.engines.pop("c1", None)
+        handlers.state(OPERATOR_MEMO).engines.pop("c1", None)
+
+
+def object_memo() -> kopf.Memo:
+    """What Kopf gives each object: a shallow copy of the operator's memo."""
+    return copy.copy(OPERATOR_MEMO)
 
 
 def body(rate: int = 100, generation: int = 1, **extra: Any) -> dict[str, Any]:
@@ -68,13 +80,13 @@ def index(obj: dict[str, Any], memo: kopf.Memo) -> Any:
 
 
 def test_first_sight_parses_and_wakes_the_reconciler(engine: Engine) -> None:
-    rec = index(body(), kopf.Memo())
+    rec = index(body(), object_memo())
     assert engine.triggered == ["u-1"]
     assert rec.entries == ((Entity.for_user("alice"), {P: 100.0}),)
 
 
 def test_a_status_echo_keeps_the_record_takes_the_status_and_wakes_nothing(engine: Engine) -> None:
-    memo = kopf.Memo()
+    memo = object_memo()
     first = index(body(), memo)
     status = {"observedGeneration": 1, "conditions": [{"type": "Ready", "status": "True"}]}
     echo = body(status=status, metadata={"resourceVersion": "11", "finalizers": ["kquota.io/finalizer"]})
@@ -85,7 +97,7 @@ def test_a_status_echo_keeps_the_record_takes_the_status_and_wakes_nothing(engin
 
 
 def test_a_spec_change_is_parsed_again_and_wakes_the_reconciler(engine: Engine) -> None:
-    memo = kopf.Memo()
+    memo = object_memo()
     index(body(), memo)
     rec = index(body(rate=200, generation=2), memo)
     assert engine.triggered == ["u-1", "u-1"]
@@ -93,7 +105,7 @@ def test_a_spec_change_is_parsed_again_and_wakes_the_reconciler(engine: Engine) 
 
 
 def test_a_deletion_wakes_the_reconciler(engine: Engine) -> None:
-    memo = kopf.Memo()
+    memo = object_memo()
     index(body(), memo)
     rec = index(body(metadata={"deletionTimestamp": "2026-11-24T01:00:00Z"}), memo)
     assert engine.triggered == ["u-1", "u-1"]
@@ -103,13 +115,14 @@ def test_a_deletion_wakes_the_reconciler(engine: Engine) -> None:
 def test_each_object_has_its_own_memo(engine: Engine) -> None:
     # Kopf gives every object a shallow copy of the operator's memo: one object's
     # record must never stand in for another's.
-    base = kopf.Memo()
-    index(body(), copy.copy(base))
+    index(body(), object_memo())
     other = body()
     other["metadata"]["uid"] = "u-2"
-    rec = index(other, copy.copy(base))
+    rec = index(other, object_memo())
     assert engine.triggered == ["u-1", "u-2"]
     assert rec.ref.uid == "u-2"
+    assert set(handlers.state(OPERATOR_MEMO).records) >= {"u-1", "u-2"}, "the shared state saw both"
+    assert handlers._MEMO_KEY not in OPERATOR_MEMO, "an object's record stayed in its own memo"
 
 
 @pytest.mark.parametrize(
@@ -126,7 +139,16 @@ def test_each_object_has_its_own_memo(engine: Engine) -> None:
 def test_metadata_changes_a_user_makes_wake_the_reconciler(
     engine: Engine, metadata: dict[str, Any], wakes: bool
 ) -> None:
-    memo = kopf.Memo()
+    memo = object_memo()
     index(body(), memo)
     index(body(metadata=metadata), memo)
     assert engine.triggered == (["u-1", "u-1"] if wakes else ["u-1"])
+
+
+def test_a_kafkacluster_change_asks_its_reconciler_for_a_full_pass() -> None:
+    eng = support_engine([], Broker(), Kube())
+    seen = []
+    for version in [(1, None), (1, None), (2, None), (2, "0123456789ab"), (2, "0123456789ab")]:
+        eng.cluster_seen(version)
+        seen.append(eng._pending)
+    assert seen == [0, 0, 1, 2, 2], "first sight and repeats are no change; a generation or an approval is"

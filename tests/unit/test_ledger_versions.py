@@ -227,7 +227,7 @@ def test_the_engine_refuses_a_newer_ledger_changes_nothing_says_so_once_and_reco
         async def quick(seconds: float) -> None:
             await asyncio.sleep(0.01)
 
-        eng._sleep_or_wake = quick  # type: ignore[method-assign]  # retries without the backoff's seconds
+        eng._back_off = quick  # type: ignore[method-assign]  # retries without the backoff's seconds
         stopped = asyncio.Event()
         task = asyncio.create_task(eng.run(stopped))
         # A finalizer waiting for bob's key to go is refused too: the deletion waits.

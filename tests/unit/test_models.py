@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,6 @@ from kquota.api import (
     Resource,
     TopicQuota,
     parse_manifest,
-    set_condition,
     validate_update,
 )
 from kquota.api.status import Condition
@@ -274,18 +272,6 @@ def test_entity_is_immutable_offline_too() -> None:
     moved = parse_manifest(cq({"user": {"name": "bob"}}, {"producerByteRate": "1Mi"}))
     with pytest.raises(ManifestError, match=re.escape("spec.entity is immutable: delete this ClientQuota")):
         validate_update(old, moved)
-
-
-def test_condition_keeps_its_transition_time_until_the_status_flips() -> None:
-    t0 = datetime(2026, 1, 1, tzinfo=UTC)
-    conds = set_condition([], "Ready", "Unknown", "Pending", "first sight", t0)
-    conds = set_condition(conds, "Ready", "Unknown", "Pending", "still waiting", t0 + timedelta(seconds=5))
-    assert conds[0].last_transition_time == t0 and conds[0].message == "still waiting"
-    conds = set_condition(conds, "Ready", "True", "Applied", "done", t0 + timedelta(seconds=9), observed_generation=2)
-    assert conds[0].last_transition_time == t0 + timedelta(seconds=9)
-    assert conds[0].observed_generation == 2
-    conds = set_condition(conds, "Conflict", "False", "NoConflict", "", t0)
-    assert [c.type for c in conds] == ["Ready", "Conflict"]
 
 
 def test_status_round_trips_in_api_server_json() -> None:

@@ -15,13 +15,13 @@ def test_defaults_give_eleven_seconds_of_rate() -> None:
 
 def test_expected_burst_within_effective_is_sufficient() -> None:
     check = check_burst(10.0, 110, {1: DEFAULT})
-    assert check.condition is not None and check.condition[:2] == ("True", "WithinBurst")
+    assert check.condition is not None and (check.condition.status, check.condition.reason) == ("True", "WithinBurst")
 
 
 def test_too_small_burst_names_the_window_that_would_meet_it() -> None:
     check = check_burst(10.0, 500, {1: DEFAULT})
     assert check.condition is not None
-    status, reason, message = check.condition
+    status, reason, message = check.condition.status, check.condition.reason, check.condition.message
     assert (status, reason) == ("False", "BurstTooSmall")
     assert "controller.quota.window.num=50" in message, message
     assert "raise the rate to 46/s" in message, message
@@ -31,7 +31,7 @@ def test_the_smallest_broker_window_is_what_a_client_can_count_on() -> None:
     check = check_burst(2.0, 30, {1: ControllerWindow(20, 1), 2: ControllerWindow(5, 2), 3: DEFAULT})
     assert check.status["effective"] == 20.0
     assert "broker 2" in check.status["note"]
-    assert check.condition is not None and check.condition[0] == "False"
+    assert check.condition is not None and check.condition.status == "False"
 
 
 def test_configs_missing_fall_back_to_kafka_defaults() -> None:

@@ -13,7 +13,7 @@ from kquota.domain.callback import (
     with_callback,
 )
 from kquota.domain.entities import Entity
-from kquota.domain.status import STALLED, Outcome, Reason, render_cluster_status, render_status
+from kquota.domain.status import STALLED, Condition, Outcome, Reason, render_cluster_status, render_status
 from kquota.kafka.quotas import ConnectionSettings
 from kquota.reconcile.records import ClusterConfig
 from tests.support.engine import Broker, Kube, engine, quota, reason
@@ -39,7 +39,8 @@ def test_an_applied_user_quota_says_the_callback_decides() -> None:
     assert out.reason in STALLED, "a GitOps health check must not be green"
     assert STRIMZI in out.message and "honoursEntityQuotas" in out.message
     assert out.applied == APPLIED.applied, "the keys are set on the brokers: status.applied says so"
-    assert ("QuotaCallback", "True", "Detected", f"broker 1 runs {CALLBACK_CONFIG}={STRIMZI}") in out.extra_conditions
+    detected = Condition("QuotaCallback", "True", "Detected", f"broker 1 runs {CALLBACK_CONFIG}={STRIMZI}")
+    assert detected in out.conditions
     status = render_status(None, 1, out, "users/app", "kc", "2026-11-25T00:00:00Z")
     conds = {c["type"]: c for c in status["conditions"]}
     assert conds["Ready"]["reason"] == "QuotaCallback" and conds["Stalled"]["status"] == "True"
@@ -49,7 +50,7 @@ def test_an_applied_user_quota_says_the_callback_decides() -> None:
 def test_a_cluster_that_says_its_callback_enforces_entity_quotas_reports_applied() -> None:
     out = with_callback(APPLIED, [Entity.for_user("app")], {1: STRIMZI}, honoured=True)
     assert out.reason is Reason.APPLIED and out.ready == "True"
-    assert [c[:3] for c in out.extra_conditions] == [("QuotaCallback", "True", "Honoured")]
+    assert [(c.type, c.status, c.reason) for c in out.conditions] == [("QuotaCallback", "True", "Honoured")]
 
 
 def test_without_a_callback_nothing_changes() -> None:
@@ -68,10 +69,14 @@ def test_an_outcome_that_is_not_applied_keeps_its_own_reason() -> None:
 
 
 def test_the_kafkacluster_condition() -> None:
-    assert cluster_condition({}, False)[:2] == ("False", "NotConfigured")
-    status, reason, message = cluster_condition({1: STRIMZI}, False)
-    assert (status, reason) == ("True", "Detected") and STRIMZI in message
-    assert cluster_condition({1: STRIMZI}, True)[:2] == ("True", "Honoured")
+    def said(cond: Condition) -> tuple[str, str, str]:
+        return cond.type, cond.status, cond.reason
+
+    assert said(cluster_condition({}, False)) == ("QuotaCallback", "False", "NotConfigured")
+    detected = cluster_condition({1: STRIMZI}, False)
+    assert said(detected) == ("QuotaCallback", "True", "Detected") and STRIMZI in detected.message
+    assert said(cluster_condition({1: STRIMZI}, True)) == ("QuotaCallback", "True", "Honoured")
+    assert said(cluster_condition(None, False)) == ("QuotaCallback", "Unknown", "NotAuthorized")
     rendered = render_cluster_status(
         None, 1, Reason.APPLIED, "connected", 1, "t0", callback=cluster_condition({1: STRIMZI}, False)
     )

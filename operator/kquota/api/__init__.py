@@ -24,7 +24,6 @@ from kquota.api.status import (
     ControllerMutationQuotaStatus,
     KafkaClusterStatus,
     TopicQuotaStatus,
-    set_condition,
 )
 from kquota.api.topicquota import TopicClient, TopicQuota, TopicQuotaSpec
 
@@ -58,6 +57,5 @@ __all__ = [
     "byte_rate",
     "parse_manifest",
     "parse_quantity",
-    "set_condition",
     "validate_update",
 ]

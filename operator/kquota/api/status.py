@@ -4,8 +4,9 @@ Conventions (Kubernetes API conventions, as kstatus reads them):
 ``status.observedGeneration`` is the ``metadata.generation`` the status
 describes; ``conditions`` is a list keyed by ``type`` with ``Ready`` as the
 summary; ``lastTransitionTime`` changes only when a condition's status flips
-(see :func:`set_condition`); a condition is ``Unknown`` until the operator
-has an answer.
+(the rule is ``kquota.domain.status.set_condition``; these models are the
+schema of what it writes); a condition is ``Unknown`` until the operator has an
+answer.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from kquota.api.base import NO_CRD_DEFAULT, StatusModel
 
 #: Matches metav1.Condition's reason validation.
 REASON_PATTERN: Final = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
-CONDITION_READY: Final = "Ready"
 
 
 ConditionStatus = Literal["True", "False", "Unknown"]
@@ -50,52 +50,6 @@ class Condition(StatusModel):
     observed_generation: int | None = Field(
         None, ge=0, description="The metadata.generation this condition was computed for."
     )
-
-
-def set_condition(
-    conditions: list[Condition],
-    type_: str,
-    status: ConditionStatus,
-    reason: str,
-    message: str,
-    now: datetime,
-    observed_generation: int | None = None,
-) -> list[Condition]:
-    """Conditions with ``type_`` set; ``lastTransitionTime`` is kept unless the status flips."""
-    out: list[Condition] = []
-    found = False
-    for cond in conditions:
-        if cond.type != type_:
-            out.append(cond)
-            continue
-        found = True
-        since = cond.last_transition_time if cond.status == status else now
-        out.append(
-            Condition(
-                type=type_,
-                status=status,
-                reason=reason,
-                message=message,
-                last_transition_time=since,
-                observed_generation=observed_generation,
-            )
-        )
-    if not found:
-        out.append(
-            Condition(
-                type=type_,
-                status=status,
-                reason=reason,
-                message=message,
-                last_transition_time=now,
-                observed_generation=observed_generation,
-            )
-        )
-    return out
-
-
-def find_condition(conditions: list[Condition], type_: str) -> Condition | None:
-    return next((c for c in conditions if c.type == type_), None)
 
 
 #: A free-form status object the CRD keeps as is (x-kubernetes-preserve-unknown-fields).

@@ -17,7 +17,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 
 from kquota.domain.entities import Entity
-from kquota.domain.status import Outcome, Reason
+from kquota.domain.status import Condition, Outcome, Reason
 
 #: The broker config that names the callback class (empty or absent: Kafka's own quota logic).
 CALLBACK_CONFIG = "client.quota.callback.class"
@@ -47,14 +47,29 @@ def callback_summary(callbacks: Mapping[int, str]) -> str:
     )
 
 
-def cluster_condition(callbacks: Mapping[int, str], honoured: bool) -> tuple[str, str, str]:
-    """The KafkaCluster's ``QuotaCallback`` condition: (status, reason, message)."""
+def cluster_condition(callbacks: Mapping[int, str] | None, honoured: bool) -> Condition:
+    """The KafkaCluster's ``QuotaCallback`` condition (``callbacks`` None: the brokers would not say)."""
+    if callbacks is None:
+        return Condition(
+            CONDITION, "Unknown", "NotAuthorized", f"cannot read {CALLBACK_CONFIG}: the brokers refused DescribeConfigs"
+        )
     if not callbacks:
-        return "False", "NotConfigured", f"no broker sets {CALLBACK_CONFIG}: Kafka's own quota logic enforces quotas"
+        return Condition(
+            CONDITION,
+            "False",
+            "NotConfigured",
+            f"no broker sets {CALLBACK_CONFIG}: Kafka's own quota logic enforces quotas",
+        )
     summary = callback_summary(callbacks)
     if honoured:
-        return "True", "Honoured", f"{summary}; spec.quotaCallback.honoursEntityQuotas says it enforces entity quotas"
-    return (
+        return Condition(
+            CONDITION,
+            "True",
+            "Honoured",
+            f"{summary}; spec.quotaCallback.honoursEntityQuotas says it enforces entity quotas",
+        )
+    return Condition(
+        CONDITION,
         "True",
         "Detected",
         f"{summary}: that class decides client quotas, and the quota resources on this cluster say so instead of "
@@ -74,14 +89,14 @@ def with_callback(
         return outcome
     summary = callback_summary(callbacks)
     if honoured:
-        cond = (CONDITION, "True", "Honoured", f"{summary}; the KafkaCluster says it enforces entity quotas")
-        return dataclasses.replace(outcome, extra_conditions=(*outcome.extra_conditions, cond))
+        cond = Condition(CONDITION, "True", "Honoured", f"{summary}; the KafkaCluster says it enforces entity quotas")
+        return dataclasses.replace(outcome, conditions=(*outcome.conditions, cond))
     message = (
         f"set on the brokers, but {summary}, which decides client quotas itself and may ignore this quota; "
         "kquota cannot tell whether it is enforced (if the callback enforces entity quotas, set "
         "spec.quotaCallback.honoursEntityQuotas: true on the KafkaCluster)"
     )
-    cond = (CONDITION, "True", "Detected", summary)
+    cond = Condition(CONDITION, "True", "Detected", summary)
     return dataclasses.replace(
-        outcome, reason=Reason.QUOTA_CALLBACK, message=message, extra_conditions=(*outcome.extra_conditions, cond)
+        outcome, reason=Reason.QUOTA_CALLBACK, message=message, conditions=(*outcome.conditions, cond)
     )

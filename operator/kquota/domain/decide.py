@@ -105,7 +105,8 @@ class Decision(Generic[R]):
     plan: Plan
     #: Outcomes decided before anything is sent (topics, refusals), by uid.
     outcomes: Mapping[str, Outcome]
-    topic_extra: Mapping[str, Mapping[str, Any]]
+    #: Each TopicQuota's status.allowance, by uid (left out without a leader layout).
+    topic_allowance: Mapping[str, Mapping[str, Any]]
     sendable: tuple[EntityChange, ...]
     #: Entities not sent, with why (a held rejection, a topic kquota may not describe).
     held_back: Mapping[Entity, str]
@@ -162,7 +163,7 @@ def narrow(
 
 def decide(inp: DecideInput[R]) -> Decision[R]:
     """Topics, then gating and claims, then the plan, then what is held back, then the guard."""
-    entries, outcomes, topic_extra = topic_outcomes(inp.records, inp.topics)
+    entries, outcomes, topic_allowance = topic_outcomes(inp.records, inp.topics)
     records = tuple(rec.with_entries(entries[rec.ref.uid]) if rec.ref.uid in entries else rec for rec in inp.records)
     frozen = frozen_clients(records, outcomes)
     claimers, refused, claims, keep = gate(records, outcomes, inp.grants, inp.protection, inp.remembered)
@@ -204,7 +205,7 @@ def decide(inp: DecideInput[R]) -> Decision[R]:
         claims=claims,
         plan=the_plan,
         outcomes=outcomes,
-        topic_extra=topic_extra,
+        topic_allowance=topic_allowance,
         sendable=tuple(sendable),
         held_back=held_back,
         record={e: v for e, v in record.items() if e not in held_back},

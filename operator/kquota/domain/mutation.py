@@ -15,10 +15,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kquota.domain.status import Outcome
+from kquota.domain.status import Condition, Outcome
 
 WINDOW_NUM = "controller.quota.window.num"
 WINDOW_SIZE = "controller.quota.window.size.seconds"
+#: The condition that says whether spec.expectedBurst fits the brokers' window.
+BURST_SUFFICIENT = "BurstSufficient"
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,8 +36,8 @@ class ControllerWindow:
 @dataclass(frozen=True, slots=True)
 class BurstCheck:
     status: dict[str, Any]
-    #: (status, reason, message) of the BurstSufficient condition; None when no burst is expected.
-    condition: tuple[str, str, str] | None
+    #: The BurstSufficient condition; None when no burst is expected.
+    condition: Condition | None
 
 
 def window_from_configs(configs: Mapping[str, str]) -> ControllerWindow:
@@ -60,7 +62,8 @@ def check_burst(rate: float, expected: int | None, windows: Mapping[int, Control
     if expected <= effective:
         return BurstCheck(
             status,
-            (
+            Condition(
+                BURST_SUFFICIENT,
                 "True",
                 "WithinBurst",
                 f"expected burst {expected} fits the effective burst {effective:g} "
@@ -70,7 +73,8 @@ def check_burst(rate: float, expected: int | None, windows: Mapping[int, Control
     needed = math.ceil(expected / (rate * window.size_seconds))
     return BurstCheck(
         status,
-        (
+        Condition(
+            BURST_SUFFICIENT,
             "False",
             "BurstTooSmall",
             f"expected burst {expected} exceeds the effective burst {effective:g} "
@@ -84,5 +88,4 @@ def check_burst(rate: float, expected: int | None, windows: Mapping[int, Control
 def with_burst(outcome: Outcome, rate: float, expected: int | None, windows: Mapping[int, ControllerWindow]) -> Outcome:
     """A ControllerMutationQuota's outcome with ``status.burst`` and its BurstSufficient condition."""
     check = check_burst(rate, expected, windows)
-    conditions = (("BurstSufficient", *check.condition),) if check.condition else ()
-    return replace(outcome, extra={"burst": check.status}, extra_conditions=conditions)
+    return replace(outcome, burst=check.status, conditions=(check.condition,) if check.condition else ())

@@ -52,6 +52,7 @@ from typing import Any, Final, TypeVar
 
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.resolver import client_levels
+from kquota.domain.status import Condition
 
 
 class QuotaResource(enum.StrEnum):
@@ -84,6 +85,7 @@ NEAR_LIMIT_HYSTERESIS: Final = 5.0
 #: Condition types the operator adds to quota resources from observed metrics.
 THROTTLED: Final = "Throttled"
 NEAR_LIMIT: Final = "NearLimit"
+OVER_BUDGET: Final = "OverBudget"
 
 
 # -- normalized metrics (what the readers in kquota.kafka.metrics produce) -------------------------------------
@@ -386,16 +388,6 @@ class ClientUsage:
     figures: Mapping[QuotaKey, KeyFigures]
 
 
-@dataclass(frozen=True, slots=True)
-class ConditionInput:
-    """A condition to render with the status module's ``_condition`` (type, status, reason, message)."""
-
-    type: str
-    status: str
-    reason: str
-    message: str
-
-
 def _fmt_seconds(seconds: float) -> str:
     return f"{seconds:g}s"
 
@@ -471,7 +463,7 @@ class Observed:
             out["unreachableBrokers"] = sorted(self.unreachable)
         return out
 
-    def conditions(self) -> tuple[ConditionInput, ConditionInput]:
+    def conditions(self) -> tuple[Condition, Condition]:
         """Throttled and NearLimit. Messages hold no numbers, so they change only when the story does."""
         window = _fmt_seconds(self.window_seconds)
         # With hysteresis a NearLimit that stays True may sit a little under the threshold.
@@ -479,13 +471,13 @@ class Observed:
         if not self.available:
             why = self.message or "no metrics could be read"
             return (
-                ConditionInput(THROTTLED, "Unknown", "MetricsUnavailable", why),
-                ConditionInput(NEAR_LIMIT, "Unknown", "MetricsUnavailable", why),
+                Condition(THROTTLED, "Unknown", "MetricsUnavailable", why),
+                Condition(NEAR_LIMIT, "Unknown", "MetricsUnavailable", why),
             )
         partial = " (some brokers did not answer)" if self.unreachable else ""
         keys = self.throttled_keys
         if keys:
-            throttled = ConditionInput(
+            throttled = Condition(
                 THROTTLED,
                 "True",
                 "ThrottleObserved",
@@ -494,12 +486,10 @@ class Observed:
                 + partial,
             )
         else:
-            throttled = ConditionInput(
-                THROTTLED, "False", "NoThrottle", f"no throttling seen in the last {window}{partial}"
-            )
+            throttled = Condition(THROTTLED, "False", "NoThrottle", f"no throttling seen in the last {window}{partial}")
         if self.near_limit:
             near_keys = sorted(k for k, f in self.total.items() if f.share is not None and f.share * 100 >= threshold)
-            near = ConditionInput(
+            near = Condition(
                 NEAR_LIMIT,
                 "True",
                 "NearLimit",
@@ -507,7 +497,7 @@ class Observed:
                 f"({', '.join(k.value for k in near_keys)})",
             )
         else:
-            near = ConditionInput(
+            near = Condition(
                 NEAR_LIMIT,
                 "False",
                 "BelowLimit",
@@ -670,6 +660,15 @@ class TopicObserved:
     @property
     def near_limit(self) -> bool:
         return any(s * 100 >= self.near_limit_percent for s in self.shares().values())
+
+    def condition(self) -> Condition:
+        """OverBudget: whether the topic's traffic exceeds its budget (no numbers in the message)."""
+        over = [k.value for k, share in sorted(self.shares().items()) if share > 1]
+        if over:
+            return Condition(
+                OVER_BUDGET, "True", "BudgetExceeded", f"the topic's traffic exceeds its budget: {', '.join(over)}"
+            )
+        return Condition(OVER_BUDGET, "False", "WithinBudget", "the topic's traffic is within its budget")
 
     def to_status(self) -> dict[str, Any]:
         out: dict[str, Any] = {

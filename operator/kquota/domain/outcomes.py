@@ -195,7 +195,7 @@ def pass_outcomes(decision: Decision[R], facts: OutcomeFacts) -> dict[str, Outco
             rate, burst = float(rec.extras.get("rate", 0.0)), rec.extras.get("expectedBurst")
             outcome = with_burst(outcome, rate, burst, facts.windows)
         elif rec.ref.kind == "TopicQuota":
-            outcome = with_enforcement(outcome, rec.entries, decision.topic_extra.get(rec.ref.uid, {}))
+            outcome = with_enforcement(outcome, rec.entries, decision.topic_allowance.get(rec.ref.uid))
         outcome = with_callback(outcome, (e for e, _ in rec.entries), facts.callbacks, facts.callback_honoured)
         out[rec.ref.uid] = with_contest(
             outcome, rec.ref, rec.entries, claims.holders, facts.live_after, facts.contested, facts.contest_rule

@@ -9,6 +9,10 @@ policy) can fix it. Both are omitted when false, as kstatus recommends.
 
 Rendering is idempotent: the same outcome renders the same status, so the
 reconciler can compare and skip writes that would change nothing.
+
+Every condition kquota writes is decided as a :class:`Condition` and written
+through :func:`set_condition`, the one transition rule; ``kquota.api.status``
+holds the stored form's schema (the CRD), not a second rule.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
+
+from kquota.api.status import ConditionStatus
 
 
 class Reason(enum.StrEnum):
@@ -82,6 +88,46 @@ STALLED = frozenset(
 
 
 @dataclass(frozen=True, slots=True)
+class Condition:
+    """A condition as a rule decides it; :func:`set_condition` adds the transition time and generation."""
+
+    type: str
+    status: ConditionStatus
+    #: CamelCase; usually a :class:`Reason`, but kind conditions have their own (WithinBurst, NoThrottle, ...).
+    reason: str
+    message: str
+
+
+def set_condition(prev: Mapping[str, Mapping[str, Any]], cond: Condition, generation: int, now: str) -> dict[str, Any]:
+    """``cond`` in the stored form (metav1.Condition), given the previous conditions by type.
+
+    The one transition rule: ``lastTransitionTime`` is kept while the status
+    stays the same (a new reason or message is not a transition) and is
+    ``now`` when the status changes or the condition is new;
+    ``observedGeneration`` is always the generation the condition describes.
+    """
+    old = prev.get(cond.type)
+    since = old.get("lastTransitionTime", now) if old is not None and old.get("status") == cond.status else now
+    return {
+        "type": cond.type,
+        "status": cond.status,
+        "reason": cond.reason,
+        "message": cond.message,
+        "lastTransitionTime": since,
+        "observedGeneration": generation,
+    }
+
+
+def conditions_by_type(status: Mapping[str, Any] | None) -> dict[str, Mapping[str, Any]]:
+    """A stored status's conditions keyed by type (the previous state :func:`set_condition` reads)."""
+    return {c.get("type", ""): c for c in (status or {}).get("conditions") or [] if isinstance(c, Mapping)}
+
+
+#: The message of Applied=True.
+ALL_LIVE: Final = "everything this resource sets is live on the brokers"
+
+
+@dataclass(frozen=True, slots=True)
 class Outcome:
     """How one reconcile pass went for one resource."""
 
@@ -91,13 +137,19 @@ class Outcome:
     applied: Mapping[str, float] = field(default_factory=dict)
     #: True when every key the resource asks for (and holds) is live.
     fully_applied: bool = False
-    #: Kind-specific status fields (e.g. a ControllerMutationQuota's ``burst``).
-    extra: Mapping[str, Any] = field(default_factory=dict)
-    #: Kind-specific conditions: (type, status, reason, message).
-    extra_conditions: tuple[tuple[str, str, str, str], ...] = ()
+    #: TopicQuota ``status.allowance``: how the budget divides over the brokers (None: no leader layout).
+    allowance: Mapping[str, Any] | None = None
+    #: ClientQuotas-mode TopicQuota ``status.clients``: each client's entity and its per-broker keys.
+    clients: tuple[Mapping[str, Any], ...] | None = None
+    #: ControllerMutationQuota ``status.burst``: the brokers' window and the effective burst.
+    burst: Mapping[str, Any] | None = None
+    #: ``status.observed``: what the brokers' metrics report (None: metrics not configured or not read).
+    observed: Mapping[str, Any] | None = None
+    #: Kind-specific conditions after Ready, Applied and Stalled/Reconciling, in order.
+    conditions: tuple[Condition, ...] = ()
 
     @property
-    def ready(self) -> str:
+    def ready(self) -> ConditionStatus:
         if self.reason in (Reason.APPLIED, Reason.MONITORING):
             return "True"
         if self.reason is Reason.PENDING:
@@ -105,50 +157,32 @@ class Outcome:
         return "False"
 
 
-def _condition(
-    prev: Mapping[str, Mapping[str, Any]], ctype: str, status: str, reason: str, message: str, generation: int, now: str
-) -> dict[str, Any]:
-    old = prev.get(ctype)
-    same = old is not None and old.get("status") == status
-    return {
-        "type": ctype,
-        "status": status,
-        "reason": reason,
-        "message": message,
-        "lastTransitionTime": old.get("lastTransitionTime", now) if same and old else now,
-        "observedGeneration": generation,
-    }
+#: Reasons under which work is still under way (Reconciling=True).
+RECONCILING = frozenset({Reason.PENDING, Reason.KAFKA_UNAVAILABLE, Reason.CLUSTER_NOT_READY, Reason.TOPIC_NOT_FOUND})
+
+
+def outcome_conditions(outcome: Outcome) -> tuple[Condition, ...]:
+    """An outcome's conditions in written order: Ready, Applied, Stalled or Reconciling, then the kind's."""
+    reason = outcome.reason.value
+    conds = [
+        Condition("Ready", outcome.ready, reason, outcome.message),
+        Condition("Applied", "True", "Applied", ALL_LIVE)
+        if outcome.fully_applied
+        else Condition("Applied", "False", reason, outcome.message),
+    ]
+    if outcome.reason in STALLED:
+        conds.append(Condition("Stalled", "True", reason, outcome.message))
+    elif outcome.reason in RECONCILING:
+        conds.append(Condition("Reconciling", "True", reason, outcome.message))
+    return (*conds, *outcome.conditions)
 
 
 def render_status(
     prev_status: Mapping[str, Any] | None, generation: int, outcome: Outcome, entity: str, cluster: str, now: str
 ) -> dict[str, Any]:
-    """The full status to write (minus fields other writers own, such as ``observed``)."""
+    """The full status to write (the kind's fields only when the outcome has them)."""
     prev_status = prev_status or {}
-    prev = {c.get("type", ""): c for c in prev_status.get("conditions") or [] if isinstance(c, Mapping)}
-    conds = [
-        _condition(prev, "Ready", outcome.ready, outcome.reason.value, outcome.message, generation, now),
-        _condition(
-            prev,
-            "Applied",
-            "True" if outcome.fully_applied else "False",
-            "Applied" if outcome.fully_applied else outcome.reason.value,
-            "everything this resource sets is live on the brokers" if outcome.fully_applied else outcome.message,
-            generation,
-            now,
-        ),
-    ]
-    if outcome.reason in STALLED:
-        conds.append(_condition(prev, "Stalled", "True", outcome.reason.value, outcome.message, generation, now))
-    elif outcome.reason in (
-        Reason.PENDING,
-        Reason.KAFKA_UNAVAILABLE,
-        Reason.CLUSTER_NOT_READY,
-        Reason.TOPIC_NOT_FOUND,
-    ):
-        conds.append(_condition(prev, "Reconciling", "True", outcome.reason.value, outcome.message, generation, now))
-    for ctype, cstatus, reason, message in outcome.extra_conditions:
-        conds.append(_condition(prev, ctype, cstatus, reason, message, generation, now))
+    prev = conditions_by_type(prev_status)
     applied_values = {k: outcome.applied[k] for k in sorted(outcome.applied)}
     prev_applied = prev_status.get("applied") or {}
     if prev_applied.get("values") == applied_values and prev_applied.get("cluster") == cluster:
@@ -158,10 +192,18 @@ def render_status(
     status: dict[str, Any] = {
         "observedGeneration": generation,
         "entity": entity,
-        "conditions": conds,
+        "conditions": [set_condition(prev, c, generation, now) for c in outcome_conditions(outcome)],
         "applied": {"cluster": cluster, "values": applied_values, "lastAppliedTime": last_applied},
     }
-    status.update(outcome.extra)
+    if outcome.allowance is not None:
+        status["allowance"] = outcome.allowance
+    if outcome.clients is not None:
+        # A list, as the API server returns it: a tuple would never compare equal to what was read back.
+        status["clients"] = list(outcome.clients)
+    if outcome.burst is not None:
+        status["burst"] = outcome.burst
+    if outcome.observed is not None:
+        status["observed"] = outcome.observed
     return status
 
 
@@ -211,7 +253,7 @@ def render_cluster_status(
     now: str,
     held: str | None = None,
     cluster_id: str | None = None,
-    callback: tuple[str, str, str] | None = None,
+    callback: Condition | None = None,
     strimzi: str | None = None,
 ) -> dict[str, Any]:
     """A KafkaCluster's status: Ready while kquota can reach it, with the broker count.
@@ -219,35 +261,33 @@ def render_cluster_status(
     ``held`` is the mass-removal guard's message while it holds removals: then
     ``Ready=False, reason RemovalsHeld``, ``Stalled=True`` (an approval is needed)
     and a ``DeletionGuard=True`` condition saying how to approve. ``callback`` is
-    the ``QuotaCallback`` condition (status, reason, message): whether the
-    brokers run a client quota callback. ``strimzi`` is the ``StrimziUsers``
+    the ``QuotaCallback`` condition: whether the brokers run a client quota
+    callback (None: not read this time, the last one stays). ``strimzi`` is the ``StrimziUsers``
     condition's message (what Strimzi manages, how to hand users over) for a
     KafkaCluster that connects through a Strimzi Kafka.
     """
     prev_status = prev_status or {}
-    prev = {c.get("type", ""): c for c in prev_status.get("conditions") or [] if isinstance(c, Mapping)}
+    prev = conditions_by_type(prev_status)
     ok = reason is Reason.APPLIED
+    decided: list[Condition]
     if ok and held is not None:
-        conds = [
-            _condition(prev, kind, status, Reason.REMOVALS_HELD.value, held, generation, now)
-            for kind, status in (("Ready", "False"), ("Stalled", "True"), ("DeletionGuard", "True"))
+        decided = [
+            Condition("Ready", "False", Reason.REMOVALS_HELD.value, held),
+            Condition("Stalled", "True", Reason.REMOVALS_HELD.value, held),
+            Condition("DeletionGuard", "True", Reason.REMOVALS_HELD.value, held),
         ]
     else:
-        conds = [
-            _condition(
-                prev, "Ready", "True" if ok else "False", "Connected" if ok else reason.value, message, generation, now
-            )
-        ]
+        decided = [Condition("Ready", "True" if ok else "False", "Connected" if ok else reason.value, message)]
         if not ok:
-            kind = "Stalled" if reason in STALLED else "Reconciling"
-            conds.append(_condition(prev, kind, "True", reason.value, message, generation, now))
+            decided.append(Condition("Stalled" if reason in STALLED else "Reconciling", "True", reason.value, message))
+    conds = [set_condition(prev, c, generation, now) for c in decided]
     if callback is not None:
-        conds.append(_condition(prev, "QuotaCallback", *callback, generation, now))
+        conds.append(set_condition(prev, callback, generation, now))
     elif "QuotaCallback" in prev:
         # Not read this time (the brokers are unreachable): what was last known stays.
         conds.append(dict(prev["QuotaCallback"]))
     if strimzi is not None:
-        conds.append(_condition(prev, "StrimziUsers", "True", "Managed", strimzi, generation, now))
+        conds.append(set_condition(prev, Condition("StrimziUsers", "True", "Managed", strimzi), generation, now))
     return {
         "observedGeneration": generation,
         "conditions": conds,

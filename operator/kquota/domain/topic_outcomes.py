@@ -15,8 +15,8 @@ from typing import Any, Protocol
 from kquota.domain.desired import split_budget
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.plan import ResourceRef
-from kquota.domain.status import Outcome, Reason
-from kquota.domain.topics import TopicLayout, allowance
+from kquota.domain.status import Condition, Outcome, Reason
+from kquota.domain.topics import ENFORCED, TopicLayout, allowance
 
 Entries = tuple[tuple[Entity, Mapping[QuotaKey, float]], ...]
 
@@ -57,45 +57,49 @@ def topic_recs(records: Iterable[TopicClaimant]) -> list[TopicClaimant]:
 def topic_outcomes(
     records: Iterable[TopicClaimant], facts: TopicFacts
 ) -> tuple[dict[str, Entries], dict[str, Outcome], dict[str, dict[str, Any]]]:
-    """Per TopicQuota uid: its clients' entries (ClientQuotas mode), else its final outcome; and its status extras."""
+    """Per TopicQuota uid: its clients' entries (ClientQuotas mode), else its final outcome; and its allowance.
+
+    A TopicQuota whose topic has no leader layout has no allowance (left out).
+    """
     entries: dict[str, Entries] = {}
     outcomes: dict[str, Outcome] = {}
-    extra: dict[str, dict[str, Any]] = {}
+    allowances: dict[str, dict[str, Any]] = {}
     for rec in topic_recs(records):
         uid = rec.ref.uid
         topic, mode, budget = rec.extras["topic"], rec.extras["enforcement"], rec.extras["budget"]
         layout = facts.layouts.get(topic) if topic else None
-        extra[uid] = {"allowance": allowance(budget, layout)} if layout else {}
+        share = allowance(budget, layout) if layout else None
+        if share is not None:
+            allowances[uid] = share
         missing = f"topic {topic!r} does not exist (yet)"
         if topic in facts.refused:
             kept = dict((rec.status.get("applied") or {}).get("values") or {})
-            outcomes[uid] = Outcome(Reason.NOT_AUTHORIZED, facts.refused[topic], kept, extra=extra[uid])
+            outcomes[uid] = Outcome(Reason.NOT_AUTHORIZED, facts.refused[topic], kept, allowance=share)
         elif mode == "ClientQuotas":
             if layout is None:
                 outcomes[uid] = Outcome(
                     Reason.TOPIC_NOT_FOUND,
                     f"{missing}: its clients' quotas are computed from its partition leaders",
-                    extra=extra[uid],
                 )
             else:
                 entries[uid] = tuple(split_budget(budget, rec.extras["clients"], layout))
         elif mode == "TopicConfig":
-            outcomes[uid] = _topic_config(facts.kip1010.get(uid), missing, extra[uid])
+            outcomes[uid] = _topic_config(facts.kip1010.get(uid), missing, share)
         else:
             note = "" if layout or not topic else f"; {missing}"
             outcomes[uid] = Outcome(
                 Reason.MONITORING,
                 f"monitoring the topic against its budget (not enforced){note}",
-                extra=extra[uid],
+                allowance=share,
                 fully_applied=True,
-                extra_conditions=(("Enforced", "False", "MonitorOnly", "enforcement is Monitor"),),
+                conditions=(Condition(ENFORCED, "False", "MonitorOnly", "enforcement is Monitor"),),
             )
-    return entries, outcomes, extra
+    return entries, outcomes, allowances
 
 
-def _topic_config(kip1010: bool | str | None, missing: str, extra: dict[str, Any]) -> Outcome:
+def _topic_config(kip1010: bool | str | None, missing: str, share: Mapping[str, Any] | None) -> Outcome:
     if isinstance(kip1010, str):
-        return Outcome(Reason.NOT_AUTHORIZED, kip1010, extra=extra)
+        return Outcome(Reason.NOT_AUTHORIZED, kip1010, allowance=share)
     if kip1010 is None:
         return Outcome(Reason.TOPIC_NOT_FOUND, f"{missing}: cannot probe topic configs")
     message = (
@@ -108,8 +112,8 @@ def _topic_config(kip1010: bool | str | None, missing: str, extra: dict[str, Any
     return Outcome(
         Reason.UNSUPPORTED_BY_BROKER,
         message,
-        extra=extra,
-        extra_conditions=(("Enforced", "False", Reason.UNSUPPORTED_BY_BROKER.value, message),),
+        allowance=share,
+        conditions=(Condition(ENFORCED, "False", Reason.UNSUPPORTED_BY_BROKER.value, message),),
     )
 
 

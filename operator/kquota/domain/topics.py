@@ -21,7 +21,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kquota.domain.entities import Entity, QuotaKey
-from kquota.domain.status import Outcome, Reason
+from kquota.domain.status import Condition, Outcome, Reason
+
+#: The condition that says whether a TopicQuota's budget is enforced, and how.
+ENFORCED = "Enforced"
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,15 +62,17 @@ def allowance(budget: Mapping[QuotaKey, float], layout: TopicLayout) -> dict[str
 
 
 def with_enforcement(
-    outcome: Outcome, clients: Iterable[tuple[Entity, Mapping[QuotaKey, float]]], extra: Mapping[str, Any]
+    outcome: Outcome,
+    clients: Iterable[tuple[Entity, Mapping[QuotaKey, float]]],
+    allowance: Mapping[str, Any] | None,
 ) -> Outcome:
     """A ClientQuotas-mode TopicQuota's outcome with its clients' quotas and the Enforced condition."""
-    rows = [{"entity": entity.path(), **{k.value: v for k, v in values.items()}} for entity, values in clients]
+    rows = tuple({"entity": entity.path(), **{k.value: v for k, v in values.items()}} for entity, values in clients)
     enforced = outcome.reason is Reason.APPLIED
-    condition = (
-        "Enforced",
+    condition = Condition(
+        ENFORCED,
         "True" if enforced else "False",
         "ClientQuotas" if enforced else outcome.reason.value,
         "the budget is enforced through the clients' quotas" if enforced else outcome.message,
     )
-    return replace(outcome, extra={**extra, "clients": rows}, extra_conditions=(condition,))
+    return replace(outcome, allowance=allowance, clients=rows, conditions=(condition,))

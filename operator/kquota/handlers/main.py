@@ -89,7 +89,9 @@ async def _login(**kwargs: Any) -> kopf.AiohttpSession | None:
     if info is None:
         return None
     session = aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=connection_limit(handlers.Runtime.settings), ssl=info.as_ssl_context()),
+        connector=aiohttp.TCPConnector(
+            limit=connection_limit(handlers.state(kwargs["memo"]).settings), ssl=info.as_ssl_context()
+        ),
         headers=info.as_http_headers(),
         auth=info.as_aiohttp_basic_auth(),
     )
@@ -149,7 +151,6 @@ def run(settings: OperatorSettings, verbose: bool = False) -> int:
     _logging(settings, verbose)
     if settings.kubeconfig:
         os.environ["KUBECONFIG"] = settings.kubeconfig
-    handlers.configure(settings)
     kopf_startup.install()
     if settings.metrics_port:
         start_http_server(settings.metrics_port)
@@ -170,6 +171,7 @@ def run(settings: OperatorSettings, verbose: bool = False) -> int:
             peering_name=settings.peering,
             priority=int(os.environ.get("KQUOTA_PEERING_PRIORITY", "0")),
             liveness_endpoint=liveness,
+            memo=handlers.operator_memo(settings),
         )
     )
     return 0

@@ -22,15 +22,19 @@ Shape, and why:
   stays in the operator's namespace, so recreating it picks up where it left).
 * **Deletion holds a finalizer** until the resource's keys are gone from the
   brokers, so GitOps tools see a deletion complete only when it really is.
+* **State lives in Kopf's memo.** The operator's memo carries one
+  :class:`OperatorState` (made by :func:`operator_memo`, filled by the startup
+  handler); Kopf gives every object a shallow copy of that memo, so every
+  handler reaches the same state, and an object's own entries (its last parsed
+  record) stay its own. Reconcilers get values (the indexes, the live
+  KafkaCluster body, the peers' facts), never callbacks into the handlers.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
-from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import kopf
@@ -42,10 +46,10 @@ from kquota.k8s import published
 from kquota.k8s.api import Kube, connect
 from kquota.k8s.ledger import LedgerStore
 from kquota.kafka.quotas import KafkaUnavailable
-from kquota.reconcile.build import QUOTA_KINDS, cluster_config, record_from_body
+from kquota.reconcile.build import QUOTA_KINDS, ClusterResolver, record_from_body
 from kquota.reconcile.engine import ClusterReconciler
 from kquota.reconcile.orphans import OrphanReporter, RecordStore
-from kquota.reconcile.records import ClusterConfig, ResourceRecord
+from kquota.reconcile.records import ResourceRecord
 from kquota.reconcile.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
@@ -55,26 +59,42 @@ FINALIZER = "kquota.io/finalizer"
 ANNOTATION_PREFIX = "kquota.io"
 
 
-class Runtime:
-    """Process-wide state shared by the handlers (set up at operator start)."""
+@dataclass
+class OperatorState:
+    """What the handlers share for the operator's lifetime; one per operator, in its Kopf memo."""
 
-    settings: OperatorSettings = OperatorSettings()
+    settings: OperatorSettings
+    #: Set by the startup handler (which runs before any resource handler).
     kube: Kube | None = None
-    engines: dict[str, ClusterReconciler] = {}
+    #: The running reconciler of each KafkaCluster, by name.
+    engines: dict[str, ClusterReconciler] = field(default_factory=dict)
     #: Every quota resource's latest record by uid, for the resources no reconciler covers.
-    records: RecordStore = RecordStore()
+    records: RecordStore = field(default_factory=RecordStore)
     #: Each KafkaCluster that exists, by name: (creationTimestamp, status.clusterId);
     #: a second one for a Kafka cluster is refused.
-    cluster_facts: dict[str, tuple[str, str | None]] = {}
+    cluster_facts: dict[str, tuple[str, str | None]] = field(default_factory=dict)
     orphans: OrphanReporter | None = None
 
 
-def configure(settings: OperatorSettings) -> None:
-    Runtime.settings = settings
+#: The operator memo's key for the :class:`OperatorState`.
+_STATE_KEY = "kquota"
+
+
+def operator_memo(settings: OperatorSettings) -> kopf.Memo:
+    """The memo to start Kopf with (``kopf.operator(memo=...)``): it carries the handlers' state."""
+    return kopf.Memo({_STATE_KEY: OperatorState(settings)})
+
+
+def state(memo: kopf.Memo) -> OperatorState:
+    """The operator's state, from the memo of any handler (operator-wide or an object's copy)."""
+    found = memo.get(_STATE_KEY)
+    if not isinstance(found, OperatorState):
+        raise RuntimeError("the operator was started without operator_memo(...)")
+    return found
 
 
 @kopf.on.startup()
-async def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+async def _startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=ANNOTATION_PREFIX)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
@@ -86,36 +106,39 @@ async def _startup(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.networking.request_timeout = 60
-    Runtime.kube = Kube(await connect(Runtime.settings.kubeconfig))
-    Runtime.orphans = OrphanReporter(Runtime.kube, Runtime.settings, Runtime.records, Runtime.cluster_facts.keys())
-    Runtime.orphans.start()
+    st = state(memo)
+    ours = st.settings
+    st.kube = Kube(await connect(ours.kubeconfig))
+    st.orphans = OrphanReporter(st.kube, ours, st.records, st.cluster_facts.keys())
+    st.orphans.start()
     # kquota plan reads the default cluster from here rather than guess it.
     await published.publish_or_warn(
-        Runtime.kube,
-        Runtime.settings.namespace,
+        st.kube,
+        ours.namespace,
         published.PublishedSettings(
-            Runtime.settings.default_cluster,
+            ours.default_cluster,
             __version__,
-            tuple(Runtime.settings.protected_users),
-            tuple(Runtime.settings.protected_client_ids),
+            tuple(ours.protected_users),
+            tuple(ours.protected_client_ids),
             (
-                Runtime.settings.deletion_guard,
-                Runtime.settings.deletion_guard_percent,
-                Runtime.settings.deletion_guard_max,
-                Runtime.settings.deletion_guard_min,
+                ours.deletion_guard,
+                ours.deletion_guard_percent,
+                ours.deletion_guard_max,
+                ours.deletion_guard_min,
             ),
         ),
     )
 
 
 @kopf.on.cleanup()
-async def _cleanup(**_: Any) -> None:
-    if Runtime.orphans is not None:
-        await Runtime.orphans.stop()
-    for engine in Runtime.engines.values():
+async def _cleanup(memo: kopf.Memo, **_: Any) -> None:
+    st = state(memo)
+    if st.orphans is not None:
+        await st.orphans.stop()
+    for engine in st.engines.values():
         engine.close()
-    if Runtime.kube is not None:
-        await Runtime.kube.close()
+    if st.kube is not None:
+        await st.kube.close()
 
 
 #: Where the index keeps an object's last parsed record, in Kopf's per-object memo
@@ -152,6 +175,7 @@ def _index(kind: str) -> Any:
     # async on purpose: Kopf runs sync handlers in executor threads, and the
     # trigger below must run on the event loop (asyncio.Event is not thread-safe).
     async def index(body: kopf.Body, memo: kopf.Memo, **_: Any) -> dict[str, ResourceRecord]:
+        st = state(memo)
         version = _version(body)
         last = memo.get(_MEMO_KEY)
         if last is not None and last[0] == version:
@@ -160,12 +184,12 @@ def _index(kind: str) -> Any:
             # is woken; the full pass on the drift timer still sees everything.
             rec = replace(last[1], status=dict(body.get("status") or {}))
         else:
-            rec = record_from_body(kind, body, Runtime.settings.default_cluster)
-            engine = Runtime.engines.get(rec.cluster)
+            rec = record_from_body(kind, body, st.settings.default_cluster)
+            engine = st.engines.get(rec.cluster)
             if engine is not None:
                 engine.trigger(rec.ref.uid)
         memo[_MEMO_KEY] = (version, rec)
-        Runtime.records[rec.ref.uid] = rec
+        st.records[rec.ref.uid] = rec
         return {rec.cluster: rec}
 
     index.__name__ = f"{kind.lower()}_index"
@@ -173,9 +197,10 @@ def _index(kind: str) -> Any:
 
 
 def _delete(kind: str) -> Any:
-    async def delete(body: kopf.Body, **kwargs: Any) -> None:
-        rec = record_from_body(kind, body, Runtime.settings.default_cluster)
-        engine = Runtime.engines.get(rec.cluster)
+    async def delete(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
+        st = state(memo)
+        rec = record_from_body(kind, body, st.settings.default_cluster)
+        engine = st.engines.get(rec.cluster)
         if engine is None and rec.cluster in kwargs["kafkaclusters_index"]:
             # The KafkaCluster exists but its reconciler has not started yet (just
             # after an operator restart): hold the finalizer until it can remove the keys.
@@ -188,15 +213,15 @@ def _delete(kind: str) -> Any:
                 "(recorded in the ledger) and are removed when that KafkaCluster exists again"
             )
             log.warning("%s %s/%s deleted: %s", kind, rec.ref.namespace, rec.ref.name, message)
-            if Runtime.kube is not None:
-                await Runtime.kube.event(rec.object_ref, "Warning", "QuotaKept", message)
-            Runtime.records.pop(rec.ref.uid, None)
+            if st.kube is not None:
+                await st.kube.event(rec.object_ref, "Warning", "QuotaKept", message)
+            st.records.pop(rec.ref.uid, None)
             return
         try:
             await engine.wait_released(rec.ref.uid, timeout=60)
         except (KafkaUnavailable, TimeoutError) as exc:
             raise kopf.TemporaryError(f"quota not yet removed from the brokers: {exc}", delay=10) from exc
-        Runtime.records.pop(rec.ref.uid, None)
+        st.records.pop(rec.ref.uid, None)
 
     delete.__name__ = f"{kind.lower()}_delete"
     return delete
@@ -208,59 +233,49 @@ for _kind, _plural in QUOTA_KINDS.items():
 
 
 @kopf.index(GROUP, VERSION, "kafkaclusters", id="kafkaclusters_index")
-async def kafkacluster_generation(name: str, body: kopf.Body, **_: Any) -> dict[str, int]:
-    # Grants, protection or policy may have changed: every resource is affected.
-    # So may an approval of held removals (an annotation: no new generation).
+async def kafkacluster_generation(name: str, body: kopf.Body, memo: kopf.Memo, **_: Any) -> dict[str, int]:
+    st = state(memo)
     meta = body.get("metadata", {})
     generation = int(meta.get("generation") or 0)
-    version = (generation, (meta.get("annotations") or {}).get(APPROVAL_ANNOTATION))
-    engine = Runtime.engines.get(name)
-    if engine is not None and engine.cluster_version not in (None, version):
-        engine.trigger()
+    engine = st.engines.get(name)
     if engine is not None:
-        engine.cluster_version = version
-    Runtime.cluster_facts[name] = (
+        engine.cluster_seen((generation, (meta.get("annotations") or {}).get(APPROVAL_ANNOTATION)))
+    st.cluster_facts[name] = (
         str(meta.get("creationTimestamp") or ""),
         (body.get("status") or {}).get("clusterId"),
     )
-    if Runtime.orphans is not None:
-        Runtime.orphans.cluster_seen(name)
+    if st.orphans is not None:
+        st.orphans.cluster_seen(name)
     return {name: generation}
 
 
 @kopf.on.event(GROUP, VERSION, "kafkaclusters", id="kafkacluster_events")
-async def kafkacluster_event(name: str, event: kopf.RawEvent, **_: Any) -> None:
+async def kafkacluster_event(name: str, event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
     # A deleted KafkaCluster leaves its resources to the orphan reporter (no finalizer
     # on KafkaClusters: deleting one never waits for kquota).
     if event.get("type") == "DELETED":
-        Runtime.cluster_facts.pop(name, None)
-
-
-def _records(kwargs: dict[str, Any], cluster: str) -> Iterator[ResourceRecord]:
-    stores = (kwargs[f"{plural}_index"].get(cluster, []) for plural in QUOTA_KINDS.values())
-    return itertools.chain.from_iterable(stores)
+        state(memo).cluster_facts.pop(name, None)
 
 
 @kopf.daemon(GROUP, VERSION, "kafkaclusters", id="reconciler", cancellation_timeout=10)
-async def cluster_reconciler(name: str, body: kopf.Body, stopped: kopf.DaemonStopped, **kwargs: Any) -> None:
-    kube = Runtime.kube
+async def cluster_reconciler(
+    name: str, body: kopf.Body, stopped: kopf.DaemonStopped, memo: kopf.Memo, **kwargs: Any
+) -> None:
+    st = state(memo)
+    kube = st.kube
     assert kube is not None, "startup handler did not run"
-    settings = Runtime.settings
-
-    async def config() -> ClusterConfig | None:
-        return await cluster_config(body, kube, settings)
-
+    # Kopf's indexes and a daemon's body are live: the reconciler reads them as they are on each pass.
     engine = ClusterReconciler(
         name=name,
-        records=lambda: _records(kwargs, name),
-        cluster=config,
+        indexes=[kwargs[f"{plural}_index"] for plural in QUOTA_KINDS.values()],
+        cluster_config=ClusterResolver(body, kube, st.settings),
         kube=kube,
-        ledger_store=LedgerStore(kube, settings.namespace, name),
-        settings=settings,
-        cluster_object=lambda: body,
-        peers=lambda: Runtime.cluster_facts,
+        ledger_store=LedgerStore(kube, st.settings.namespace, name),
+        settings=st.settings,
+        cluster_object=body,
+        peers=st.cluster_facts,
     )
-    Runtime.engines[name] = engine
+    st.engines[name] = engine
     task = asyncio.create_task(engine.run(), name=f"reconcile-{name}")
     try:
         await stopped.wait()
@@ -268,5 +283,5 @@ async def cluster_reconciler(name: str, body: kopf.Body, stopped: kopf.DaemonSto
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         engine.close()
-        if Runtime.engines.get(name) is engine:
-            del Runtime.engines[name]
+        if st.engines.get(name) is engine:
+            del st.engines[name]

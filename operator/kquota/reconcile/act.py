@@ -20,10 +20,10 @@ from kquota.domain.decide import Decision, Rejection
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.plan import EntityChange, apply_ledger
 from kquota.domain.status import Reason
-from kquota.k8s.ledger import LedgerStore
-from kquota.kafka.quotas import EntityAlteration, KafkaNotAuthorized, QuotaAdmin
+from kquota.kafka.quotas import EntityAlteration, KafkaNotAuthorized
 from kquota.kafka.quotas import QuotaOp as AdapterOp
 from kquota.reconcile import metrics
+from kquota.reconcile.ports import LedgerPort, QuotaAdminPort
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +67,8 @@ def to_adapter(changes: Iterable[EntityChange]) -> list[EntityAlteration]:
 
 async def act(
     cluster: str,
-    admin: QuotaAdmin,
-    store: LedgerStore,
+    admin: QuotaAdminPort,
+    store: LedgerPort,
     ledger: Ledger,
     decision: Decision[Any],
     retry_at: float,

@@ -25,6 +25,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -306,3 +307,15 @@ def cluster_policy(
 
 
 __all__ = ["QUOTA_KINDS", "SecretNotFound", "cluster_config", "cluster_policy", "record_from_body"]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterResolver:
+    """A KafkaCluster (a live body) resolved to its :class:`ClusterConfig` on each call, Secrets read again."""
+
+    body: Mapping[str, Any]
+    kube: Kube
+    settings: OperatorSettings
+
+    async def __call__(self) -> ClusterConfig | None:
+        return await cluster_config(self.body, self.kube, self.settings)

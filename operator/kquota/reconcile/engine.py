@@ -46,12 +46,12 @@ from typing import Any
 from kquota.domain.ledger import LedgerFromNewerOperator
 from kquota.domain.outcomes import unavailable
 from kquota.domain.status import Reason
-from kquota.k8s.api import Kube, SecretNotFound
-from kquota.k8s.ledger import LedgerStore
+from kquota.k8s.api import SecretNotFound
 from kquota.kafka.quotas import KafkaNotAuthorized, KafkaUnavailable, QuotaAdmin
 from kquota.reconcile import metrics
 from kquota.reconcile.gather import ClusterNotReady, DuplicateCluster
 from kquota.reconcile.passes import Pass, PassReport
+from kquota.reconcile.ports import LedgerPort, QuotaAdminPort, StatusWriter
 from kquota.reconcile.records import ClusterConfig, ResourceRecord
 from kquota.reconcile.settings import OperatorSettings
 
@@ -69,26 +69,36 @@ class ClusterReconciler(Pass):
     def __init__(
         self,
         name: str,
-        records: Callable[[], Iterable[ResourceRecord]],
-        cluster: Callable[[], Awaitable[ClusterConfig | None]],
-        kube: Kube,
-        ledger_store: LedgerStore,
+        indexes: Iterable[Mapping[str, Iterable[ResourceRecord]]],
+        cluster_config: Callable[[], Awaitable[ClusterConfig | None]],
+        kube: StatusWriter,
+        ledger_store: LedgerPort,
         settings: OperatorSettings,
-        admin_factory: Callable[[ClusterConfig], QuotaAdmin] | None = None,
-        cluster_object: Callable[[], Mapping[str, Any]] | None = None,
-        peers: Callable[[], Mapping[str, tuple[str, str | None]]] | None = None,
+        cluster_object: Mapping[str, Any] | None = None,
+        peers: Mapping[str, tuple[str, str | None]] | None = None,
+        admin_factory: Callable[[ClusterConfig], QuotaAdminPort] | None = None,
     ) -> None:
+        """Values, not callbacks into the caller: the mappings are read on every pass and may change in between.
+
+        ``indexes`` hold the quota resources by cluster name (Kopf's indexes);
+        ``cluster_config`` resolves the KafkaCluster to its connection and
+        policy (:class:`~kquota.reconcile.build.ClusterResolver`);
+        ``cluster_object`` is the KafkaCluster (Kopf's live body), read for its
+        approval annotation and its own status; ``peers`` is every
+        KafkaCluster's (creationTimestamp, status.clusterId), to refuse a second
+        one for the same Kafka cluster. Kafka and Kubernetes are reached through
+        the ports in :mod:`~kquota.reconcile.ports`; tests replace how the Kafka
+        admin client is made (``admin_factory``).
+        """
         self.name = name
-        self._records = records
-        self._cluster = cluster
+        self._indexes = tuple(indexes)
         self.kube = kube
         self.ledger_store = ledger_store
         self.settings = settings
-        self._admin_factory = admin_factory or (lambda cfg: QuotaAdmin(cfg.connection))
-        #: The KafkaCluster object (a live view), for its own status.
         self._cluster_object = cluster_object
-        #: Every KafkaCluster's (creationTimestamp, status.clusterId), to refuse a second one for a Kafka cluster.
-        self._peers = peers or dict
+        self._peers: Mapping[str, tuple[str, str | None]] = peers if peers is not None else {}
+        self._admin_factory = admin_factory or (lambda cfg: QuotaAdmin(cfg.connection))
+        self._cluster = cluster_config
         self._init_gather()
         self._init_report()
         self._init_pass()
@@ -103,10 +113,20 @@ class ClusterReconciler(Pass):
         # Narrow passes: the resources changed since the last pass, and whether a full pass is due anyway.
         self._dirty: set[str] = set()
         self._full = True
-        #: The KafkaCluster's (generation, removal approval) last seen by the handlers (a change means a full pass).
-        self.cluster_version: tuple[int, str | None] | None = None
+        #: The KafkaCluster's (generation, removal approval) last seen (a change means a full pass).
+        self._cluster_version: tuple[int, str | None] | None = None
 
     # -- triggering ------------------------------------------------------------
+
+    def cluster_seen(self, version: tuple[int, str | None]) -> None:
+        """The KafkaCluster's (generation, removal approval) as an event shows it: a change asks for a full pass.
+
+        Grants, protection or policy may have changed (a new generation), or
+        held removals been approved (an annotation): every resource is affected.
+        """
+        if self._cluster_version not in (None, version):
+            self.trigger()
+        self._cluster_version = version
 
     def trigger(self, uid: str | None = None) -> None:
         """Ask for a pass soon. Cheap and safe to call from any handler, any number of times.
@@ -200,7 +220,7 @@ class ClusterReconciler(Pass):
                 if not isinstance(exc, (KafkaNotAuthorized, LedgerFromNewerOperator)):  # the connection is fine
                     self._drop_admin()
                 await self._report_unavailable(reason, str(exc))
-                await self._sleep_or_wake(backoff)
+                await self._back_off(backoff)
                 backoff = min(backoff * 2, self.settings.retry_max_seconds)
                 self._wake.set()
             except asyncio.CancelledError:
@@ -210,7 +230,7 @@ class ClusterReconciler(Pass):
                 metrics.ERRORS.labels(self.name, "Internal").inc()
                 log.exception("cluster %s: reconcile pass failed; retrying in %.0fs", self.name, backoff)
                 self._full = True
-                await self._sleep_or_wake(backoff)
+                await self._back_off(backoff)
                 backoff = min(backoff * 2, self.settings.retry_max_seconds)
                 self._wake.set()
 
@@ -243,7 +263,7 @@ class ClusterReconciler(Pass):
         if ref is not None:
             await self.kube.event(ref, "Warning", Reason.LEDGER_FROM_NEWER_OPERATOR.value, message)
 
-    async def _sleep_or_wake(self, seconds: float) -> None:
+    async def _back_off(self, seconds: float) -> None:
         # Sleep the backoff fully: a resource change during an outage must not
         # turn the backoff into a tight loop.
         await asyncio.sleep(seconds)
@@ -256,7 +276,7 @@ class ClusterReconciler(Pass):
                     fut.cancel()
 
     async def _report_unavailable(self, reason: Reason, message: str) -> None:
-        records = [r for r in self._records() if r.cluster == self.name and not r.deleting]
+        records = [r for r in self._every_record() if not r.deleting]
         await self._write_cluster_status(reason, message, None)
         for waiters in self._release_waiters.values():
             for fut in waiters:

@@ -9,15 +9,16 @@ ledger shard rewritten after a change by hand.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from kquota.domain.contest import ContestTracker
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.plan import Drift, EntityChange, ResourceRef
 from kquota.domain.status import value_text
-from kquota.k8s.api import Kube, ObjectRef, gather_limited
+from kquota.k8s.api import ObjectRef, gather_limited
 from kquota.reconcile import metrics
+from kquota.reconcile.ports import StatusWriter
 from kquota.reconcile.records import ResourceRecord
 from kquota.reconcile.settings import OperatorSettings
 
@@ -31,16 +32,16 @@ class Events:
     """The change events of a pass (part of :class:`~kquota.reconcile.engine.ClusterReconciler`)."""
 
     name: str
-    kube: Kube
+    kube: StatusWriter
     settings: OperatorSettings
     _contest: ContestTracker
     _entities_by_uid: dict[str, frozenset[Entity]]
-    _cluster_object: Callable[[], Mapping[str, Any]] | None
+    _cluster_object: Mapping[str, Any] | None
 
     def _cluster_ref(self) -> ObjectRef | None:
         if self._cluster_object is None:
             return None
-        meta = self._cluster_object().get("metadata") or {}
+        meta = self._cluster_object.get("metadata") or {}
         return ObjectRef(
             "KafkaCluster", "kafkaclusters", None, str(meta.get("name", self.name)), str(meta.get("uid", ""))
         )

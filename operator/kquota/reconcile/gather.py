@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,10 +28,10 @@ from kquota.domain.mutation import WINDOW_NUM, WINDOW_SIZE, ControllerWindow, wi
 from kquota.domain.observed import MetricsReading
 from kquota.domain.topic_outcomes import TopicFacts, probe_topic, topic_recs
 from kquota.domain.topics import TopicLayout
-from kquota.k8s.ledger import LedgerStore
 from kquota.kafka.metrics import MetricsSource, read_quota_metrics
 from kquota.kafka.metrics import source_for as metrics_source_for
-from kquota.kafka.quotas import KafkaNotAuthorized, QuotaAdmin
+from kquota.kafka.quotas import KafkaNotAuthorized
+from kquota.reconcile.ports import LedgerPort, QuotaAdminPort
 from kquota.reconcile.records import ClusterConfig, ResourceRecord
 from kquota.reconcile.settings import OperatorSettings
 
@@ -55,7 +55,7 @@ class PassInput:
     """Everything decide needs, read once; after act only :meth:`Gather.observe` reads again."""
 
     cfg: ClusterConfig
-    admin: QuotaAdmin
+    admin: QuotaAdminPort
     #: Every resource of this cluster, and those the pass covers (a narrow pass's part of them).
     every: tuple[ResourceRecord, ...]
     records: tuple[ResourceRecord, ...]
@@ -83,7 +83,7 @@ class Observations:
     reading: MetricsReading | None
 
 
-def describe_each(admin: QuotaAdmin, entities: Iterable[Entity]) -> dict[Entity, dict[QuotaKey, float]]:
+def describe_each(admin: QuotaAdminPort, entities: Iterable[Entity]) -> dict[Entity, dict[QuotaKey, float]]:
     """The live quotas of a few entities, one small request each (a narrow pass)."""
     live = {}
     for entity in entities:
@@ -98,16 +98,16 @@ class Gather:
 
     name: str
     settings: OperatorSettings
-    ledger_store: LedgerStore
-    _records: Callable[[], Iterable[ResourceRecord]]
+    ledger_store: LedgerPort
+    _indexes: tuple[Mapping[str, Iterable[ResourceRecord]], ...]
     _cluster: Callable[[], Awaitable[ClusterConfig | None]]
-    _cluster_object: Callable[[], Mapping[str, Any]] | None
-    _peers: Callable[[], Mapping[str, tuple[str, str | None]]]
-    _admin_factory: Callable[[ClusterConfig], QuotaAdmin]
+    _cluster_object: Mapping[str, Any] | None
+    _peers: Mapping[str, tuple[str, str | None]]
+    _admin_factory: Callable[[ClusterConfig], QuotaAdminPort]
     _entities_by_uid: dict[str, frozenset[Entity]]
 
     def _init_gather(self) -> None:
-        self._admin: QuotaAdmin | None = None
+        self._admin: QuotaAdminPort | None = None
         self._admin_conn: object | None = None
         #: Loaded by the first pass (and by every pass until a load succeeds).
         self._ledger: Ledger | None = None
@@ -121,12 +121,17 @@ class Gather:
         self._metrics_read_at = 0.0
         self._wait = self.settings.drift_interval
 
+    def _every_record(self) -> Iterator[ResourceRecord]:
+        """This cluster's quota resources, as the indexes hold them now."""
+        for index in self._indexes:
+            yield from (r for r in index.get(self.name, ()) if r.cluster == self.name)
+
     async def gather(self, scope: frozenset[str] | None) -> PassInput:
         """Every read of one pass: over everything (``scope`` None) or narrowed to the resources with these uids."""
         cfg = await self._cluster()
         if cfg is None:
             raise ClusterNotReady(f"KafkaCluster {self.name!r} not found or not usable")
-        every = tuple(r for r in self._records() if r.cluster == self.name)
+        every = tuple(self._every_record())
         if self._ledger is None:
             self._ledger = await self.ledger_store.load()
         admin = self._admin_for(cfg)
@@ -173,14 +178,14 @@ class Gather:
         self._admin = None
         self._admin_conn = None
 
-    def _admin_for(self, cfg: ClusterConfig) -> QuotaAdmin:
+    def _admin_for(self, cfg: ClusterConfig) -> QuotaAdminPort:
         if self._admin is None or self._admin_conn != cfg.connection:
             self._drop_admin()
             self._admin = self._admin_factory(cfg)
             self._admin_conn = cfg.connection
         return self._admin
 
-    async def _cluster_info(self, admin: QuotaAdmin, fresh: bool) -> tuple[str, list[int]]:
+    async def _cluster_info(self, admin: QuotaAdminPort, fresh: bool) -> tuple[str, list[int]]:
         """The Kafka cluster's id and brokers' ids, re-read on full passes (at least once per drift interval)."""
         if fresh or self._brokers is None or self._cluster_id is None:
             cluster_id, brokers = await asyncio.to_thread(admin.cluster_info)
@@ -198,9 +203,9 @@ class Gather:
         """
         if self.settings.allow_shared_kafka_clusters or self._cluster_object is None:
             return
-        meta = self._cluster_object().get("metadata") or {}
+        meta = self._cluster_object.get("metadata") or {}
         me = (str(meta.get("creationTimestamp") or ""), self.name)
-        for name, (created, other_id) in self._peers().items():
+        for name, (created, other_id) in self._peers.items():
             if name != self.name and other_id == cluster_id and (created, name) < me:
                 raise DuplicateCluster(
                     f"KafkaCluster {name!r} already manages Kafka cluster {cluster_id} (created first): this "
@@ -208,7 +213,7 @@ class Gather:
                     "(Helm value operator.allowSharedKafkaClusters) if several are meant to share it"
                 )
 
-    async def _topic_facts(self, admin: QuotaAdmin, records: Iterable[ResourceRecord]) -> TopicFacts:
+    async def _topic_facts(self, admin: QuotaAdminPort, records: Iterable[ResourceRecord]) -> TopicFacts:
         """The leader layout of every topic a TopicQuota names, and (TopicConfig mode) the KIP-1010 probe."""
         recs = topic_recs(records)
         if not recs:
@@ -240,7 +245,7 @@ class Gather:
         return TopicFacts(layouts, refused, kip1010)
 
     async def _controller_windows(
-        self, admin: QuotaAdmin, brokers: list[int], claimers: Iterable[ResourceRecord]
+        self, admin: QuotaAdminPort, brokers: list[int], claimers: Iterable[ResourceRecord]
     ) -> dict[int, ControllerWindow]:
         """Each broker's controller quota window, re-read at most once per drift interval."""
         if not any(r.ref.kind == "ControllerMutationQuota" for r in claimers):
@@ -259,7 +264,7 @@ class Gather:
         self._windows = (now, windows)
         return windows
 
-    async def _quota_callbacks(self, admin: QuotaAdmin, brokers: list[int], fresh: bool) -> dict[int, str] | None:
+    async def _quota_callbacks(self, admin: QuotaAdminPort, brokers: list[int], fresh: bool) -> dict[int, str] | None:
         """Each broker's client.quota.callback.class (brokers without one left out).
 
         Re-read on full passes at most once per drift interval, and whenever
@@ -283,7 +288,7 @@ class Gather:
             log.warning("cluster %s: cannot read %s from the brokers: %s", self.name, CALLBACK_CONFIG, exc)
             found = None
         if found and (cached is None or cached[2] != found):
-            log.warning("cluster %s: %s", self.name, cluster_condition(found, False)[2])
+            log.warning("cluster %s: %s", self.name, cluster_condition(found, False).message)
         self._callbacks = (now, list(brokers), found)
         return found
 
@@ -314,6 +319,6 @@ class Gather:
     def _approval(self) -> str | None:
         if self._cluster_object is None:
             return None
-        annotations = (self._cluster_object().get("metadata") or {}).get("annotations") or {}
+        annotations = (self._cluster_object.get("metadata") or {}).get("annotations") or {}
         value = annotations.get(APPROVAL_ANNOTATION)
         return str(value) if value is not None else None

@@ -29,7 +29,7 @@ from collections import UserDict
 from collections.abc import Iterable, Mapping, MutableMapping, Set
 
 from kquota.domain.status import Outcome, Reason, merge_patch, needs_write, render_status
-from kquota.k8s.api import Kube
+from kquota.reconcile.ports import StatusWriter
 from kquota.reconcile.records import ResourceRecord
 from kquota.reconcile.settings import OperatorSettings
 
@@ -81,7 +81,7 @@ class OrphanReporter:
 
     def __init__(
         self,
-        kube: Kube,
+        kube: StatusWriter,
         settings: OperatorSettings,
         records: MutableMapping[str, ResourceRecord],
         clusters: Set[str],

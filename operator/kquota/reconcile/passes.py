@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from kquota.domain.callback import CALLBACK_CONFIG, cluster_condition
+from kquota.domain.callback import cluster_condition
 from kquota.domain.contest import ContestTracker
 from kquota.domain.decide import DecideInput, Decision, Rejection, Settle, decide
 from kquota.domain.entities import Entity, QuotaKey
@@ -214,11 +214,7 @@ class Pass(Gather, Report):
     ) -> OutcomeFacts:
         cfg = inp.cfg
         self._strimzi_text = cfg.protection.strimzi.summary() if cfg.protection.strimzi is not None else None
-        self._callback_condition = (
-            ("Unknown", "NotAuthorized", f"cannot read {CALLBACK_CONFIG}: the brokers refused DescribeConfigs")
-            if seen.callbacks is None
-            else cluster_condition(seen.callbacks, cfg.callback_honoured)
-        )
+        self._callback_condition = cluster_condition(seen.callbacks, cfg.callback_honoured)
         problems = {**decision.held_back, **acted.failed}
         return OutcomeFacts(
             live_after=after,

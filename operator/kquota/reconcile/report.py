@@ -29,8 +29,10 @@ from kquota.domain.observed import (
     previous_near_limit,
 )
 from kquota.domain.status import (
+    Condition,
     Outcome,
     Reason,
+    conditions_by_type,
     merge_patch,
     needs_write,
     render_cluster_status,
@@ -84,8 +86,8 @@ class Report(Events):
         self._hold: GuardHold | None = None
         self._hold_text = ""
         self._hold_announced: str | None = None
-        #: The KafkaCluster's QuotaCallback condition (status, reason, message); None until read.
-        self._callback_condition: tuple[str, str, str] | None = None
+        #: The KafkaCluster's QuotaCallback condition; None until read.
+        self._callback_condition: Condition | None = None
         #: What Strimzi manages on this cluster, in words (None: not a Strimzi Kafka).
         self._strimzi_text: str | None = None
 
@@ -130,47 +132,36 @@ class Report(Events):
         obs = self._observed.get(rec.ref.uid)
         if obs is None:
             return outcome
-        prev_conditions = {c.get("type"): c for c in prev.get("conditions") or [] if isinstance(c, Mapping)}
+        prev_conditions = conditions_by_type(prev)
         if isinstance(obs, TopicObserved):
-            topic_status: Any = obs.to_status()
-            over = [k.value for k, share in sorted(obs.shares().items()) if share > 1]
-            cond = (
-                ("OverBudget", "True", "BudgetExceeded", f"the topic's traffic exceeds its budget: {', '.join(over)}")
-                if over
-                else ("OverBudget", "False", "WithinBudget", "the topic's traffic is within its budget")
-            )
+            topic_status: Mapping[str, Any] = obs.to_status()
+            cond = obs.condition()
             if prev.get("observed") is not None and not self._observed_due(rec.ref.uid, cond, prev_conditions):
                 topic_status = prev["observed"]
             else:
                 self._observed_written[rec.ref.uid] = time.monotonic()
-            return dataclasses.replace(
-                outcome,
-                extra={**outcome.extra, "observed": topic_status},
-                extra_conditions=(*outcome.extra_conditions, cond),
-            )
+            return dataclasses.replace(outcome, observed=topic_status, conditions=(*outcome.conditions, cond))
         since = self._observed_written.get(rec.ref.uid)
         elapsed = None if since is None else time.monotonic() - since
-        status: Any
+        status: Mapping[str, Any]
+        conds: tuple[Condition, ...]
         if needs_observed_write(prev.get("observed"), obs, elapsed, self.settings.observed_min_interval):
             self._observed_written[rec.ref.uid] = time.monotonic()
             status = obs.to_status()
-            conds = tuple((c.type, c.status, c.reason, c.message) for c in obs.conditions())
+            conds = obs.conditions()
         else:
-            status = prev.get("observed")
+            # Held back: the conditions stay as written with the numbers they describe.
+            status = prev["observed"]
             conds = tuple(
-                (c["type"], c["status"], c["reason"], c["message"])
+                Condition(c["type"], c["status"], c["reason"], c["message"])
                 for t in (THROTTLED, NEAR_LIMIT)
                 if (c := prev_conditions.get(t)) is not None
             )
-        return dataclasses.replace(
-            outcome, extra={**outcome.extra, "observed": status}, extra_conditions=(*outcome.extra_conditions, *conds)
-        )
+        return dataclasses.replace(outcome, observed=status, conditions=(*outcome.conditions, *conds))
 
-    def _observed_due(
-        self, uid: str, cond: tuple[str, str, str, str], prev_conditions: Mapping[Any, Mapping[str, Any]]
-    ) -> bool:
-        old = prev_conditions.get(cond[0])
-        if old is None or old.get("status") != cond[1]:
+    def _observed_due(self, uid: str, cond: Condition, prev_conditions: Mapping[str, Mapping[str, Any]]) -> bool:
+        old = prev_conditions.get(cond.type)
+        if old is None or old.get("status") != cond.status:
             return True
         since = self._observed_written.get(uid)
         return since is None or time.monotonic() - since >= self.settings.observed_min_interval
@@ -286,7 +277,7 @@ class Report(Events):
     async def _write_cluster_status(self, reason: Reason, message: str, brokers: int | None) -> None:
         if self._cluster_object is None:
             return
-        body = self._cluster_object()
+        body = self._cluster_object
         meta = body.get("metadata") or {}
         prev = self._cluster_written or body.get("status") or {}
         held = self._hold_text if self._hold is not None and reason is Reason.APPLIED else None

@@ -1,0 +1,46 @@
+"""What a reconcile pass needs of Kafka and Kubernetes, as Protocols.
+
+The adapters (:class:`~kquota.kafka.quotas.QuotaAdmin`,
+:class:`~kquota.k8s.ledger.LedgerStore`, :class:`~kquota.k8s.api.Kube`) satisfy
+them as they are; the reconciler is typed against these ports, so an in-memory
+stand-in with the same methods is a valid argument without ``type: ignore``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+from kquota.domain.entities import Entity, QuotaKey
+from kquota.k8s.api import ObjectRef
+from kquota.kafka.quotas import EntityAlteration, EntityResult
+
+Quotas = Mapping[Entity, Mapping[QuotaKey, float]]
+
+
+class QuotaAdminPort(Protocol):
+    """The Kafka admin requests a pass sends (blocking calls; the pass runs them in a thread)."""
+
+    def cluster_info(self) -> tuple[str, list[int]]: ...
+    def describe_all(self) -> dict[Entity, dict[QuotaKey, float]]: ...
+    def describe_entity(self, entity: Entity) -> dict[QuotaKey, float]: ...
+    def alter(self, alterations: Sequence[EntityAlteration]) -> list[EntityResult]: ...
+    def topic_leaders(self, topics: Sequence[str]) -> dict[str, dict[int, int]]: ...
+    def topic_config_names(self, topic: str) -> set[str]: ...
+    def broker_configs(self, broker_id: int, keys: Sequence[str]) -> dict[str, str]: ...
+    def close(self) -> None: ...
+
+
+class LedgerPort(Protocol):
+    """Where the ownership ledger is kept (ConfigMap shards)."""
+
+    async def load(self) -> dict[Entity, dict[QuotaKey, float]]: ...
+    async def save(self, ledger: Quotas, entities: Iterable[Entity]) -> int: ...
+    async def repair(self, ledger: Quotas) -> list[str]: ...
+
+
+class StatusWriter(Protocol):
+    """What report and events write to the API server."""
+
+    async def patch_status(self, ref: ObjectRef, status: dict[str, Any]) -> bool: ...
+    async def event(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None: ...
