@@ -176,10 +176,10 @@ class ClusterReconciler(Pass):
                 # check is due, only the metrics are read (and the statuses they change).
                 if await self._observe_between_drift_checks():
                     continue
-                # The drift check covers everything; re-render every status too,
-                # in case someone edited one by hand.
+                # The drift check covers everything, statuses too: one edited by hand
+                # since kquota wrote it is rendered and written again.
                 self._full = True
-                self._rendered.clear()
+                self._check_stored = True
             # A change after a quiet second goes at once; changes that follow one another
             # closely (kubectl apply of a directory, a prune) wait a little to become one pass.
             burst = self._pending > 1 or time.monotonic() - idle_since < BURST_GAP_SECONDS
