@@ -142,6 +142,10 @@ class SizeResult:
     # The ownership ledger's ConfigMaps once all N are owned (the growth path: shards split at 1 MiB).
     ledger_shards: int = 0
     ledger_bytes: int = 0
+    # Mean milliseconds per phase (gather, decide, act, report): of the narrow passes the single
+    # changes made, and of the full passes (drift checks) while standing still.
+    narrow_phase_ms: dict[str, float] = field(default_factory=dict)
+    full_phase_ms: dict[str, float] = field(default_factory=dict)
 
 
 def _proc_stats(pid: int) -> tuple[float, float, float]:
@@ -317,6 +321,33 @@ def _watch_delivery(api: k8s.CustomObjectsApi, ns: str, samples: int) -> float:
     return statistics.median(delays)
 
 
+_PHASE = re.compile(r"kquota_reconcile_phase_seconds_(sum|count)\{([^}]*)\} (\S+)")
+
+
+def _phases(operator: OperatorProcess) -> dict[tuple[str, str, str], float]:
+    """The pass-phase histogram's sums and counts, keyed by (sum|count, phase, scope)."""
+    out: dict[tuple[str, str, str], float] = {}
+    for line in operator.metrics().splitlines():
+        if m := _PHASE.match(line):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2)))
+            key = (m.group(1), labels.get("phase", ""), labels.get("scope", ""))
+            out[key] = out.get(key, 0.0) + float(m.group(3))
+    return out
+
+
+def _phase_means(
+    before: dict[tuple[str, str, str], float], after: dict[tuple[str, str, str], float], scope: str
+) -> dict[str, float]:
+    """Mean milliseconds per phase of the ``scope`` passes made between two readings of :func:`_phases`."""
+    means = {}
+    for phase in ("gather", "decide", "act", "report"):
+        count = after.get(("count", phase, scope), 0.0) - before.get(("count", phase, scope), 0.0)
+        total = after.get(("sum", phase, scope), 0.0) - before.get(("sum", phase, scope), 0.0)
+        if count:
+            means[phase] = round(1000 * total / count, 2)
+    return means
+
+
 def _ledger_size(kube: KubeAPIServer, cluster: str) -> tuple[int, int]:
     """(ConfigMaps, bytes of their data) of a cluster's ownership ledger."""
     out = kube.kubectl("get", "configmap", "-n", LEDGER_NAMESPACE, "-l", f"kquota.io/ledger={cluster}", "-o", "json")
@@ -447,8 +478,10 @@ def run_size(
         res.passes = operator.metric("kquota_reconcile_passes_total")
 
         latencies = []
+        phases = _phases(operator)
         for j in range(changes):
             latencies.append(_one_change(api, admin, ns, j % n, 500_000 + j, expected))
+        res.narrow_phase_ms = _phase_means(phases, _phases(operator), "narrow")
         if latencies:
             latencies.sort()
             res.latency_p50 = statistics.median(latencies)
@@ -475,7 +508,9 @@ def run_size(
 
         # 6. Standing still: drift passes only, then with the brokers' metrics read too.
         if idle_seconds > 0:
+            phases = _phases(operator)
             res.idle_cpu_percent, res.idle_rss_mib = _idle(operator, pid, idle_seconds)
+            res.full_phase_ms = _phase_means(phases, _phases(operator), "full")
             metrics = {"metrics": {"brokerEndpoints": [b.metrics_url for b in kafka.brokers]}}
             kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest("bench", kafka.bootstrap, metrics))
             time.sleep(min(10.0, idle_seconds))  # the first scrape and its status writes are not standing still
@@ -774,6 +809,9 @@ def main() -> int:
             f"{opt(r.idle_default_cpu_percent, '.1f'):>9} {opt(r.idle_default_with_metrics_cpu_percent, '.1f'):>8} "
             f"{opt(r.idle_rss_mib, '.0f'):>8} {opt(r.restart_to_first_change_seconds, '.2f'):>9}"
         )
+    print("\nmean ms per phase: narrow passes (single changes), full passes (drift checks, standing still)")
+    for r in results:
+        print(f"{r.n:>7} narrow {r.narrow_phase_ms}  full {r.full_phase_ms}")
     print("\nchanges sent while a full pass runs, and the ownership ledger")
     header = f"{'N':>7} {'p50 s':>7} {'max s':>7} {'x limit':>8} {'shards':>7} {'KiB':>8}"
     print(header)
