@@ -38,10 +38,20 @@ def test_a_tick_freezes_what_survived_so_full_collections_skip_it() -> None:
     assert keep[0] not in gc.get_objects(generation=2), "frozen objects are in no generation a collection scans"
 
 
-def test_cyclic_garbage_frozen_before_it_died_waits_for_the_reclaim() -> None:
+def test_a_tick_collects_young_cyclic_garbage_before_it_freezes() -> None:
     policy = GcPolicy(freeze_seconds=10, reclaim_seconds=3600)
-    ref = _cycle()
-    policy.tick(now=policy._last_reclaim + 10)  # frozen before any collection found it unreachable
+    ref = _cycle()  # garbage already, not yet collected
+    policy.tick(now=policy._last_reclaim + 10)
+    assert ref() is None, "collected by the tick, not frozen with the survivors"
+
+
+def test_a_cycle_that_dies_after_it_was_frozen_waits_for_the_reclaim() -> None:
+    policy = GcPolicy(freeze_seconds=10, reclaim_seconds=3600)
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    ref = weakref.ref(a)
+    policy.tick(now=policy._last_reclaim + 10)  # alive: frozen
+    del a, b
     gc.collect()
     assert ref() is not None, "a full collection does not scan the permanent generation"
     policy.tick(now=policy._last_reclaim + 3600)  # the reclaim is due

@@ -8,12 +8,15 @@ kquota's records for every resource. While it grows (the initial listing of
 and again: measured with ``gc.callbacks`` here, 15 of them took 9.5 s of a
 22.7 s restart at 10,000 resources, and 44 s while 10,000 were created.
 
-So what has lived a little while is frozen (:func:`gc.freeze` moves it to
-the permanent generation, which collections do not scan; reference counting
-still frees it), and full collections scan only what is new. Cyclic garbage
-among frozen objects (rare: an operator's cyclic garbage is mostly short-lived
-tasks and tracebacks) waits for the reclaim, an unfreeze and one full
-collection every ``reclaim_seconds``.
+So every ``freeze_seconds`` the objects allocated since the last tick are
+collected (a full collection that scans only them: frozen objects are skipped)
+and the survivors frozen (:func:`gc.freeze` moves them to the permanent
+generation, which collections do not scan; reference counting still frees
+them). Cyclic garbage is thus found while it is young, as before; only a cycle
+that becomes garbage after it was frozen waits for the reclaim, an unfreeze
+and one full collection every ``reclaim_seconds``. (Freezing without the
+collection first kept every cycle pending at each tick: 120 MiB more at
+10,000 resources.)
 """
 
 from __future__ import annotations
@@ -57,10 +60,12 @@ class GcPolicy:
             self.tick(time.monotonic())
 
     def tick(self, now: float) -> None:
-        """Freeze what survived until now; once per ``reclaim_seconds``, collect the frozen objects first."""
+        """Collect what is new, freeze what survived; once per ``reclaim_seconds``, the frozen objects too."""
         if now - self._last_reclaim >= self.reclaim_seconds:
             self.reclaim()
             self._last_reclaim = now
+        else:
+            gc.collect()
         gc.freeze()
 
     @staticmethod

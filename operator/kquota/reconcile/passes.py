@@ -95,8 +95,10 @@ class Pass(Gather, Report):
         # Whatever this pass changes, the last one's outcomes are no basis for a metrics reading any more.
         self._observe_basis = None
         inp = await self.gather(scope)
+        gathered = time.monotonic()
         decision = decide(self._decide_input(inp))
         self._decided(decision)
+        decided = time.monotonic()
         acted = await act(
             self.name,
             inp.admin,
@@ -106,6 +108,7 @@ class Pass(Gather, Report):
             time.monotonic() + self.settings.rejected_retry_seconds,
         )
         self._acted(inp, acted)
+        done_acting = time.monotonic()
         if acted.acl_refusal is not None:
             raise acted.acl_refusal
         if inp.full:
@@ -123,6 +126,14 @@ class Pass(Gather, Report):
             self.last_full_at = time.monotonic()
             self._observe_basis = _ObserveBasis(decision.records, decision.claimers, after, result)
         self._log_pass(inp, report, started)
+        scope_label = "full" if inp.full else "narrow"
+        for phase, seconds in (
+            ("gather", gathered - started),
+            ("decide", decided - gathered),
+            ("act", done_acting - decided),
+            ("report", time.monotonic() - done_acting),
+        ):
+            metrics.PHASE_SECONDS.labels(self.name, scope_label, phase).observe(seconds)
         return report
 
     async def _repair_ledger(self, ledger: Ledger) -> None:
