@@ -30,7 +30,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
 from kquota.advisor import current, extract, load, schema, transform
-from kquota.advisor.params import Format, Params, ReportFormat, SkewPolicy, local_driver_memory
+from kquota.advisor.params import (
+    Format,
+    Params,
+    ReportFormat,
+    SkewPolicy,
+    local_driver_memory,
+    local_memory_problem,
+    total_memory,
+)
 
 #: Largest number of per-entity rows put into the JSON and HTML reports (all of them go to Parquet).
 MAX_REPORT_ENTITIES: Final = 10_000
@@ -66,12 +74,8 @@ class AdviseResult:
 # --- Spark session and progress ------------------------------------------------------
 
 
-def _total_memory() -> int:
-    """This machine's memory in bytes (1 GiB when the system will not say)."""
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        return 1 << 30
+class MemoryTooSmall(Exception):
+    """Local mode cannot run in the memory this process may use; the message says what to change."""
 
 
 def spark_session(
@@ -81,8 +85,9 @@ def spark_session(
 
     ``master`` None means ``local[*]``, except under spark-submit (which starts the JVM first and says
     so in ``PYSPARK_GATEWAY_PORT``), where the master and resources given to spark-submit apply.
-    In local mode the driver's memory is half the machine's (see ``local_driver_memory``) unless
-    ``spark.driver.memory`` or ``SPARK_DRIVER_MEMORY`` says otherwise.
+    In local mode the driver's memory is half the machine's, or of the container's memory limit
+    (see ``local_driver_memory`` and ``total_memory``), unless ``spark.driver.memory`` or
+    ``SPARK_DRIVER_MEMORY`` says otherwise; with less than 2 GiB it raises :class:`MemoryTooSmall`.
     """
     active = SparkSession.getActiveSession()
     if active is not None:
@@ -102,8 +107,13 @@ def spark_session(
         **({"spark.sql.shuffle.partitions": "8"} if local else {}),
     }
     if local and "spark.driver.memory" not in (conf or {}) and not os.environ.get("SPARK_DRIVER_MEMORY"):
-        # Local mode's one JVM is driver and executors: size it from the machine, not Spark's 1g.
-        settings["spark.driver.memory"] = local_driver_memory(_total_memory())
+        # Local mode's one JVM is driver and executors: size it from the machine (or the
+        # container's memory limit), not Spark's 1g; refuse before starting a JVM that cannot fit.
+        memory = total_memory()
+        problem = local_memory_problem(memory)
+        if problem is not None:
+            raise MemoryTooSmall(problem)
+        settings["spark.driver.memory"] = local_driver_memory(memory)
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
