@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final, TextIO
@@ -393,16 +393,20 @@ def advise(spark: SparkSession, options: AdviseOptions, echo: Callable[[str], No
             topics_df, topic_report = schema.validate_topics(
                 extract.read(spark, inputs.topics, topics_fmt), now, options.skew_tolerance, options.skew
             )
-        # The statistics and the capacity check (twice) read the samples one row per resource: explode
-        # them once into a cache, and drop the validated samples' cache once that one is filled.
-        with _persisted(transform.usage_long(transform.regroup(clients, params.level))) as usage:
+        # The statistics group the samples as they are (a sorted array per resource in one group per
+        # entity); only the capacity check reads them one row per resource. Both read the validated
+        # samples' cache: exploding every sample into a second cache first cost more than it saved.
+        # Re-keying (--level) is a shuffle of its own: cached too.
+        samples = transform.regroup(clients, params.level)
+        rekeyed = params.level != "as-measured"
+        with _persisted(samples) if rekeyed else nullcontext(samples) as samples:
+            usage = transform.usage_long(samples)
             progress.step("computing per-entity statistics and outliers")
-            stats = transform.entity_stats(usage)
+            stats = transform.entity_stats_wide(samples)
             flagged_df = transform.flag_outliers(
                 stats, params.outlier_alpha, params.outlier_top_k, params.min_population
             ).persist()
             flagged = _rows(flagged_df)
-            clients.unpersist()
             if not flagged:
                 raise schema.EmptyInputError("client samples: no usage values (every rate column is empty)")
             progress.step("recommending quotas")
