@@ -108,6 +108,11 @@ def timed(cmd: list[str], log: Path, step_cpu: dict[str, float] | None = None) -
                     before = now
             time.sleep(0.5)
     wall = time.monotonic() - t0
+    if step_cpu is not None:
+        # Steps that ended after the last reading (the last one, usually): the CPU left over.
+        for name, _seconds in STEP_DONE.findall(log.read_text(errors="replace"))[len(step_cpu) :]:
+            step_cpu[name] = round(sum(seen.values()) - before, 1)
+            before = sum(seen.values())
     return wall, sum(seen.values()), proc.returncode
 
 
