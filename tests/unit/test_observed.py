@@ -23,14 +23,15 @@ from kquota.domain.observed import (
     equivalent,
     needs_observed_write,
     observe,
-    observe_all,
     observe_topic,
     owner,
     previous_near_limit,
     quantize,
     summarize,
 )
-from kquota.kafka.metrics import MetricNames, RawSeries, parse_text, quota_series
+from kquota.metrics.exposition import parse_text
+from kquota.metrics.names import MetricNames
+from kquota.metrics.series import RawSeries, quota_series
 from tests.support.quotas import ALICE, C, M, N, P, R
 
 DEFAULT_USER = Entity.for_user(None)
@@ -494,17 +495,14 @@ def test_condition_messages_carry_no_numbers_that_move() -> None:
     assert a.conditions() == b.conditions()
 
 
-def test_observe_all_attributes_once_for_many_resources() -> None:
+def test_one_attribution_serves_many_resources() -> None:
     live = {ALICE: {P: 100.0}, DEFAULT_USER: {P: 50.0}, Entity.for_ip(None): {N: 5.0}}
-    reading = _reading(_bucket("alice", 10), _bucket("bob", 45, 100))
-    out = observe_all(
-        reading,
-        live,
-        {"a": (ALICE, [P]), "d": (DEFAULT_USER, [P]), "ip": (Entity.for_ip(None), [N])},
-        previous_near={"d": True},
-    )
-    assert set(out) == {"a", "d"}
-    assert not out["a"].throttled and out["d"].throttled and out["d"].near_limit
+    attribution = attribute(_reading(_bucket("alice", 10), _bucket("bob", 45, 100)), live)
+    alice = observe(attribution, ALICE, [P])
+    default = observe(attribution, DEFAULT_USER, [P], was_near_limit=True)
+    assert observe(attribution, Entity.for_ip(None), [N]) is None
+    assert alice is not None and default is not None
+    assert not alice.throttled and default.throttled and default.near_limit
 
 
 def test_previous_near_limit_reads_the_written_status() -> None:
