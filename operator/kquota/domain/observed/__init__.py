@@ -44,7 +44,12 @@ from kquota.domain.observed.status import (
 )
 from kquota.domain.observed.topics import OVER_BUDGET, TopicObserved, observe_topic
 from kquota.domain.observed.usage import DEFAULT_TOP, observe
-from kquota.domain.observed.write import equivalent, needs_observed_write, previous_near_limit
+from kquota.domain.observed.write import (
+    equivalent,
+    needs_observed_write,
+    needs_topic_observed_write,
+    previous_near_limit,
+)
 
 __all__ = [
     "DEFAULT_TOP",
@@ -71,6 +76,7 @@ __all__ = [
     "equivalent",
     "exact",
     "needs_observed_write",
+    "needs_topic_observed_write",
     "observe",
     "observe_topic",
     "owner",

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kquota.domain.observed.status import Observed
+from kquota.domain.status import Condition
 
 
 def equivalent(a: Observed | Mapping[str, Any] | None, b: Observed | Mapping[str, Any] | None) -> bool:
@@ -38,6 +39,31 @@ def needs_observed_write(
         return True
     if dict(prev) == new_status:
         return False
+    return _due(seconds_since_write, min_interval)
+
+
+def needs_topic_observed_write(
+    prev: Mapping[str, Any] | None,
+    prev_condition: Mapping[str, Any] | None,
+    new_condition: Condition,
+    seconds_since_write: float | None,
+    min_interval: float,
+) -> bool:
+    """Whether to patch a TopicQuota's ``status.observed`` now.
+
+    Nothing written yet, or an OverBudget status flip (against the stored
+    ``prev_condition``), is written at once; otherwise the topic's rates are
+    written at most every ``min_interval`` seconds.
+    """
+    if prev is None:
+        return True
+    if prev_condition is None or prev_condition.get("status") != new_condition.status:
+        return True
+    return _due(seconds_since_write, min_interval)
+
+
+def _due(seconds_since_write: float | None, min_interval: float) -> bool:
+    """The last write is at least ``min_interval`` old (None: unknown, treated as old)."""
     return seconds_since_write is None or seconds_since_write >= min_interval
 
 
