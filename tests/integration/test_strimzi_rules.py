@@ -21,8 +21,10 @@ from harness.kafka_cluster import KafkaCluster
 
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.observed import Observed, attribute, observe
-from kquota.kafka.metrics import MetricNames, ScrapeSource, parse_text
 from kquota.kafka.quotas import ConnectionSettings, EntityAlteration, QuotaAdmin, QuotaOp
+from kquota.metrics.exposition import parse_text
+from kquota.metrics.names import MetricNames
+from kquota.metrics.sources import ScrapeSource
 from tests.support.load import ProducerLoad, create_topic
 from tests.support.paths import REPO
 
