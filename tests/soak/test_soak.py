@@ -33,8 +33,8 @@ SEED = 1
 FAULTS = 7
 #: Failover is left to `make soak` and tests/e2e/test_failover.py; the ledger faults are left to the last
 #: test (a deletion by hand, then a restart) and to `make soak`, which run them on purpose. The
-#: Secret rotation and KafkaCluster edits are `make soak`'s too (tests/soak/test_soak_faults.py plays
-#: one of each): leaving them out keeps this seed's history, and its cost, what it was.
+#: Secret rotation and KafkaCluster edits are `make soak`'s too (the last test plays them on purpose):
+#: leaving them out keeps this seed's history, and its cost, what it was.
 KINDS = tuple(
     k
     for k in FAULT_KINDS
@@ -112,3 +112,29 @@ def test_a_ledger_deleted_by_hand_then_a_restart_loses_no_ownership(soak: engine
     before = len(soak.report.violations) if soak.report else 0
     report = soak.play_all(steps)
     assert report.violations[before:] == [], report.text()
+
+
+def test_a_rotated_secret_and_kafkacluster_edits_disturb_nothing(soak: engine.Soak) -> None:
+    """The operator's password changes on the broker (the old one refused at once, its connections
+    dropped) and a change made meanwhile lands once the Secret has the new one; then permissive
+    tenancy grants and a metrics block on the KafkaCluster change nothing that converged."""
+    soak.break_at = None
+    soak.converge_seconds = 30.0
+    soak.replay_command = "pytest tests/soak -k rotated_secret"
+    first = len(soak.report.steps) + 1 if soak.report else 1
+    quota = Resource(CLIENT_QUOTA, "soak-a", "rot-c", "user", (("user", "u3"),), (("producerByteRate", 2000.0),))
+    modified = Resource(quota.kind, quota.namespace, quota.name, quota.form, quota.entity, (("consumerByteRate", 3e3),))
+    steps = [
+        Step(first, (), Fault("secret-rotated", (("lag", 2.0),)), (Op("apply", quota, "create"),)),
+        Step(
+            first + 1,
+            (),
+            Fault("kafkacluster-edited", (("what", 3.0), ("on", 1.0))),
+            (Op("apply", modified, "modify"),),
+        ),
+        Step(first + 2, (), Fault("kafkacluster-edited", (("what", 1.0), ("on", 1.0))), ()),
+    ]
+    before = len(soak.report.violations) if soak.report else 0
+    report = soak.play_all(steps)
+    assert report.violations[before:] == [], report.text()
+    assert all(s.converge_seconds is not None for s in report.steps[-3:]), report.text()
