@@ -30,8 +30,9 @@ from harness.prometheus import Prometheus
 
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.observed import Observed, attribute, observe, observe_topic
+from kquota.kafka.admin import QuotaAdmin
 from kquota.kafka.metrics import MetricsSource, PrometheusSource, ScrapeSource
-from kquota.kafka.quotas import ConnectionSettings, QuotaAdmin
+from kquota.kafka.settings import ConnectionSettings
 from tests.plugins.kafka import unique_name
 from tests.support.load import ConsumerLoad, ProducerLoad, RequestLoad, create_topic
 from tests.support.quotas import C, M, P, R

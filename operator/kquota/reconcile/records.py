@@ -15,7 +15,7 @@ from kquota.domain.plan import Protection, ResourceRef, UnmanagedPolicy
 from kquota.domain.tenancy import Grant
 from kquota.k8s.api import ObjectRef
 from kquota.kafka.metrics import MetricNames
-from kquota.kafka.quotas import ConnectionSettings
+from kquota.kafka.settings import ConnectionSettings
 
 
 @dataclass(frozen=True, slots=True)
