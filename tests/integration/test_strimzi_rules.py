@@ -23,8 +23,10 @@ from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.observed import Observed, attribute, observe
 from kquota.domain.plan import EntityChange, QuotaOp
 from kquota.kafka.admin import QuotaAdmin
-from kquota.kafka.metrics import MetricNames, ScrapeSource, parse_text
 from kquota.kafka.settings import ConnectionSettings
+from kquota.metrics.exposition import parse_text
+from kquota.metrics.names import MetricNames
+from kquota.metrics.sources import ScrapeSource
 from tests.support.load import ProducerLoad, create_topic
 from tests.support.paths import REPO
 

@@ -96,15 +96,6 @@ class Release:
 
 
 @pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
-    started = Node.start()
-    try:
-        yield started
-    finally:
-        started.cleanup()
-
-
-@pytest.fixture(scope="module")
 def node_kafka(node: Node, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
     cluster = KafkaCluster.start(tmp_path_factory.mktemp("kafka"), brokers=1, pod_host=node.host_ip)
     try:

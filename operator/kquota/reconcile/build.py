@@ -31,9 +31,9 @@ from kquota.domain.strimzi import StrimziOwnership
 from kquota.domain.tenancy import Grant
 from kquota.k8s.api import Kube, SecretNotFound
 from kquota.kafka.jaas import JaasError, jaas_options
-from kquota.kafka.metrics import MetricNames
 from kquota.kafka.principal import CertificateError, subject_principal
 from kquota.kafka.settings import ConnectionSettings, tls_file
+from kquota.metrics.names import MetricNames
 from kquota.reconcile.records import ClusterConfig, MetricsConfig, ResourceRecord
 from kquota.reconcile.settings import OperatorSettings
 from kquota.reconcile.strimzi import resolve as resolve_strimzi
