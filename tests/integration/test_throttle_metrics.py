@@ -30,7 +30,8 @@ from harness.prometheus import Prometheus
 
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.observed import Observed, attribute, observe, observe_topic
-from kquota.kafka.quotas import ConnectionSettings, QuotaAdmin
+from kquota.kafka.admin import QuotaAdmin
+from kquota.kafka.settings import ConnectionSettings
 from kquota.metrics.sources import MetricsSource, PrometheusSource, ScrapeSource
 from tests.plugins.kafka import unique_name
 from tests.support.load import ConsumerLoad, ProducerLoad, RequestLoad, create_topic

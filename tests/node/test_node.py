@@ -27,7 +27,8 @@ from harness.kafka_cluster import KafkaCluster
 from harness.node import Node
 from harness.operator_proc import apply, apply_many, client_quota, wait_for
 
-from kquota.kafka.quotas import ConnectionSettings, QuotaAdmin
+from kquota.kafka.admin import QuotaAdmin
+from kquota.kafka.settings import ConnectionSettings
 from tests.e2e.test_helm import CHART, Helm
 
 pytestmark = pytest.mark.node

@@ -45,7 +45,7 @@ from kquota.domain.guard import APPROVAL_ANNOTATION
 from kquota.k8s import published
 from kquota.k8s.api import Kube, connect
 from kquota.k8s.ledger import LedgerStore
-from kquota.kafka.quotas import KafkaUnavailable
+from kquota.kafka.errors import KafkaUnavailable
 from kquota.reconcile.build import QUOTA_KINDS, ClusterResolver, record_from_body
 from kquota.reconcile.engine import ClusterReconciler
 from kquota.reconcile.orphans import OrphanReporter

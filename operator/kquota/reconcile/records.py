@@ -14,7 +14,7 @@ from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.plan import Protection, ResourceRef, UnmanagedPolicy
 from kquota.domain.tenancy import Grant
 from kquota.k8s.api import ObjectRef
-from kquota.kafka.quotas import ConnectionSettings
+from kquota.kafka.settings import ConnectionSettings
 from kquota.metrics.names import MetricNames
 
 
