@@ -11,13 +11,14 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # pytest arguments, e.g. `make test PYTEST_ARGS="-k reconcile -x"`
 PYTEST_ARGS ?=
 
-.PHONY: help setup venv system-packages tools lint test test-node test-unit test-faults test-matrix soak demo demo-node crds lock clean
+.PHONY: help setup venv system-packages tools lint test test-node test-node-advisor test-unit test-faults test-matrix soak demo demo-node crds lock clean
 
 help:
 	@echo "make demo   - local Kafka + kube-apiserver + operator + examples, then show status (Ctrl-C stops all)"
 	@echo "make demo-node - the same with the operator as pods (the chart) on a single-node cluster (root)"
 	@echo "make test   - install everything and run every test (lint, types, layers, unit, integration, e2e)"
 	@echo "make test-node - only the tests on the single-node cluster (operator pods from the chart; needs root)"
+	@echo "make test-node-advisor - kquota advise as a Job on the single-node cluster (builds the advisor image; release check)"
 	@echo "make test-faults - only the fault suite (broker/API server/operator faults; prints the resilience report)"
 	@echo "make test-matrix - the e2e core on every supported Kafka: 4.3, 4.0, 3.9 KRaft and ZooKeeper, 3.0 ZooKeeper (release check)"
 	@echo "make soak SEED=1 FAULTS=100 - the seeded chaos soak (report in soak-reports/; replay a failure with its SEED and step)"
@@ -64,6 +65,11 @@ test: setup lint
 # The tests on the single node (tests/node, marker `node`; also part of `make test`).
 test-node: setup
 	$(PY) -m pytest -m node tests/node --durations=10 $(PYTEST_ARGS)
+
+# The advisor as a Kubernetes Job on the node (tests/node/test_advisor_job.py): builds the advisor
+# image (Dockerfile.advisor); opt-in, a release check (docs/advisor.md, "Running on Kubernetes").
+test-node-advisor: setup
+	KQUOTA_NODE_ADVISOR=1 $(PY) -m pytest -m node tests/node/test_advisor_job.py --durations=10 $(PYTEST_ARGS)
 
 test-unit: venv
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)

@@ -124,8 +124,7 @@ def run_spark(spark: Any, n: int, entities: int, brokers: int, full: bool) -> li
     samples = spark_samples(spark, n, entities, brokers)
     if full:
         samples, _ = schema.validate_clients(samples, now=dt.datetime.now(dt.UTC), skew="ignore")
-    usage = transform.usage_long(samples)
-    stats = transform.entity_stats(usage)
+    stats = transform.entity_stats_wide(samples)  # what the pipeline runs
     flagged = transform.flag_outliers(stats, params.outlier_alpha, params.outlier_top_k, params.min_population)
     flagged = flagged.persist()
     recs = transform.recommend(flagged, params)
@@ -137,7 +136,7 @@ def run_spark(spark: Any, n: int, entities: int, brokers: int, full: bool) -> li
     ]
     recs.collect()
     if full:
-        transform.capacity_check(usage, recs, {"produce": 100.0 * 2**20}).collect()
+        transform.capacity_check(transform.usage_long(samples), recs, {"produce": 100.0 * 2**20}).collect()
         samples.unpersist()
     flagged.unpersist()
     return rows

@@ -12,7 +12,8 @@ machine, how long does it take, and how much memory does its driver hold?
    defaults (no ``--conf``, no ``SPARK_DRIVER_MEMORY``): wall time, CPU
    seconds of its whole process tree (Python and the driver JVM, sampled from
    ``/proc``), the driver's peak resident memory as the report records it, and
-   the seconds of each step from its progress lines (the stage profile).
+   the seconds and CPU seconds of each step from its progress lines (the
+   stage profile).
 3. The baseline in the same run: a minimal hand-written PySpark job on the same
    files and the same machine, also with Spark's defaults except the driver
    memory the advisor chose: read, one row per (user, resource), the exact
@@ -82,16 +83,36 @@ def _tree_cpu(root: int, seen: dict[int, float]) -> None:
         stack.extend(children.get(pid, []))
 
 
-def timed(cmd: list[str], log: Path) -> tuple[float, float, int]:
-    """(wall seconds, CPU seconds of the process tree, exit code) of ``cmd``, output to ``log``."""
+STEP_DONE = re.compile(r"^  (.+): done in ([0-9.]+) s$", re.MULTILINE)
+
+
+def timed(cmd: list[str], log: Path, step_cpu: dict[str, float] | None = None) -> tuple[float, float, int]:
+    """(wall seconds, CPU seconds of the process tree, exit code) of ``cmd``, output to ``log``.
+
+    With ``step_cpu``, the CPU seconds of each step of ``kquota advise`` go there too: the tree's CPU
+    between one "<step>: done in X s" progress line and the next (read every 0.5 s, so within ~1 s of
+    the two cores' time).
+    """
     seen: dict[int, float] = {}
     t0 = time.monotonic()
+    before = 0.0
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=_defaults_env())
         while proc.poll() is None:
             _tree_cpu(proc.pid, seen)
+            if step_cpu is not None:
+                done = STEP_DONE.findall(log.read_text(errors="replace"))
+                for name, _seconds in done[len(step_cpu) :]:
+                    now = sum(seen.values())
+                    step_cpu[name] = round(now - before, 1)
+                    before = now
             time.sleep(0.5)
     wall = time.monotonic() - t0
+    if step_cpu is not None:
+        # Steps that ended after the last reading (the last one, usually): the CPU left over.
+        for name, _seconds in STEP_DONE.findall(log.read_text(errors="replace"))[len(step_cpu) :]:
+            step_cpu[name] = round(sum(seen.values()) - before, 1)
+            before = sum(seen.values())
     return wall, sum(seen.values()), proc.returncode
 
 
@@ -136,9 +157,11 @@ def main(argv: list[str] | None = None) -> int:
 
     out = args.workdir / "advice"
     kquota = str(Path(sys.executable).with_name("kquota"))
+    step_cpu: dict[str, float] = {}
     wall, cpu, rc = timed(
         [kquota, "advise", "--input", str(data), "--format", "parquet", "--out", str(out)],
         args.workdir / "advise.log",
+        step_cpu,
     )
     result: dict[str, Any] = {
         "samples": args.samples,
@@ -152,9 +175,11 @@ def main(argv: list[str] | None = None) -> int:
         report = json.loads((out / "report.json").read_text())
         spark = report.get("spark", {})
         # The stage profile: the advisor's own progress lines ("  <step>: done in X s").
-        steps = re.findall(r"^  (.+): done in ([0-9.]+) s$", (args.workdir / "advise.log").read_text(), re.MULTILINE)
+        steps = STEP_DONE.findall((args.workdir / "advise.log").read_text())
         result["advise"].update(
             steps_seconds={name: float(seconds) for name, seconds in steps},
+            # The first step's CPU includes the JVM's start.
+            steps_cpu_seconds=step_cpu,
             samples_per_second=round(args.samples / wall),
             driver_memory=spark.get("driver_memory"),
             driver_peak_rss_mib=spark.get("driver_peak_rss_mib"),

@@ -78,7 +78,9 @@ from kubernetes import config as k8s_config
 from kubernetes import watch as k8s_watch
 
 from kquota.domain.entities import Entity, QuotaKey
-from kquota.kafka.quotas import ConnectionSettings, EntityAlteration, QuotaAdmin, QuotaOp
+from kquota.domain.plan import EntityChange, QuotaOp
+from kquota.kafka.admin import QuotaAdmin
+from kquota.kafka.settings import ConnectionSettings
 from kquota.reconcile.settings import OperatorSettings
 
 GROUP, VERSION = "kquota.io", "v1alpha1"
@@ -240,7 +242,7 @@ def _limits(res: SizeResult, admin: QuotaAdmin, api: k8s.CustomObjectsApi, ns: s
     assert listed == n, f"listed {listed} of {n}"
 
     # Alter N fresh entities in the fewest requests (the adapter splits at Kafka's limits), until visible.
-    fresh = [EntityAlteration(Entity.for_user(f"limit-{i}"), (QuotaOp(P, 1000.0 + i),)) for i in range(n)]
+    fresh = [EntityChange(Entity.for_user(f"limit-{i}"), (QuotaOp(P, 1000.0 + i),)) for i in range(n)]
     t0 = time.monotonic()
     results = admin.alter(fresh)
     assert all(r.ok for r in results), [r.error_message for r in results if not r.ok][:3]
@@ -255,14 +257,14 @@ def _limits(res: SizeResult, admin: QuotaAdmin, api: k8s.CustomObjectsApi, ns: s
     for j in range(20):
         entity = Entity.for_user(f"limit-{j}")
         t0 = time.monotonic()
-        admin.alter([EntityAlteration(entity, (QuotaOp(P, 5000.0 + j),))])
+        admin.alter([EntityChange(entity, (QuotaOp(P, 5000.0 + j),))])
         while admin.describe_entity(entity).get(P) != 5000.0 + j:
             time.sleep(0.005)
         trips.append(time.monotonic() - t0)
     res.limit_round_trip_seconds = statistics.median(trips)
     res.limit_watch_delivery_seconds = _watch_delivery(api, ns, min(n, 20))
     res.limit_change_seconds = res.limit_watch_delivery_seconds + res.limit_round_trip_seconds
-    admin.alter([EntityAlteration(a.entity, (QuotaOp(P, None),)) for a in fresh])
+    admin.alter([EntityChange(a.entity, (QuotaOp(P, None),)) for a in fresh])
     res.physical_limit_seconds = res.limit_list_seconds + res.limit_describe_all_seconds + res.limit_alter_all_seconds
 
     # Status writes at the operator's concurrency: one merge patch of the status subresource per object.
@@ -499,7 +501,7 @@ def run_size(
         for k in range(drift_runs):
             entity = Entity.for_user(f"bench-{n - 1 - k}")
             want = admin.describe_entity(entity).get(P)
-            admin.alter([EntityAlteration(entity, (QuotaOp(P, 7.0),))])
+            admin.alter([EntityChange(entity, (QuotaOp(P, 7.0),))])
             t0 = time.monotonic()
             while admin.describe_entity(entity).get(P) != want:
                 time.sleep(0.02)
@@ -553,7 +555,7 @@ def run_size(
         # 5. The operator alone, from a cold start with everything to do.
         operator.stop()
         live = admin.describe_all()
-        admin.alter([EntityAlteration(e, tuple(QuotaOp(k, None) for k in v)) for e, v in live.items()])
+        admin.alter([EntityChange(e, tuple(QuotaOp(k, None) for k in v)) for e, v in live.items()])
         kube.kubectl("delete", "configmap", "-n", LEDGER_NAMESPACE, "-l", "kquota.io/ledger=bench")
         t0 = time.monotonic()
         operator.start(timeout=300)
@@ -707,7 +709,7 @@ def baseline_one_request_per_resource(workdir: Path, entities: int) -> float:
         admin.describe_all()  # connect outside the timing
         start = time.monotonic()
         for i in range(entities):
-            results = admin.alter([EntityAlteration(Entity.for_user(f"naive-{i}"), (QuotaOp(P, 1000.0 + i),))])
+            results = admin.alter([EntityChange(Entity.for_user(f"naive-{i}"), (QuotaOp(P, 1000.0 + i),))])
             assert results[0].ok, results[0].error_message
         return entities / (time.monotonic() - start)
     finally:

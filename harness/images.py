@@ -9,7 +9,9 @@ writes a docker-archive into the cache, which the node imports
 - a Debian bookworm base with python3 and venv (debootstrap from the Debian
   mirror apt uses), the ``BASE`` the Dockerfile is built on here (see
   docs/install.md, "The image");
-- the operator image: the repository's Dockerfile, on that base.
+- the operator image: the repository's Dockerfile, on that base;
+- the advisor image: Dockerfile.advisor (the operator's package with Spark and
+  a Java runtime, for ``kquota advise`` as a Job), on the same base.
 
 Each archive is keyed on what it is built from (the binary, the Dockerfile and
 the sources it copies), so a warm run only imports.
@@ -30,6 +32,8 @@ REPO = Path(__file__).resolve().parents[1]
 BASE_IMAGE = "localhost/kquota/debian-python:3.11-bookworm"
 #: What the Dockerfile's build copies: a change to any of them is a new image.
 IMAGE_SOURCES = ("Dockerfile", "requirements.lock", "pyproject.toml", "README.md", "operator")
+#: What Dockerfile.advisor's build copies.
+ADVISOR_IMAGE_SOURCES = ("Dockerfile.advisor", "requirements.lock", "pyproject.toml", "README.md", "operator")
 #: The host's CA bundle: where TLS to the package index is intercepted, pip in the
 #: build trusts what the host trusts.
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -177,3 +181,23 @@ def ensure_operator_image(tag: str | None = None) -> Image:
             _buildah("tag", built, reference, what=f"tagging {reference}", log=log)
 
     return _cached("operator", reference, cache.root() / "images" / f"kquota-{digest}-{tag}.tar", build)
+
+
+def ensure_advisor_image() -> Image:
+    """Dockerfile.advisor's image of this tree, as ``localhost/kquota-advisor:<source hash>``.
+
+    Its layers are ordered so that a change to the sources alone rebuilds only the last
+    (kquota itself): the JRE and Spark layers come from buildah's layer cache.
+    """
+    digest = _digest([REPO / name for name in ADVISOR_IMAGE_SOURCES])
+    reference = f"localhost/kquota-advisor:{digest}"
+
+    def build(log: Path) -> None:
+        if not _image_exists(reference):
+            _buildah(
+                "build", "--isolation", "chroot", "--layers", "--force-rm", "--jobs", "2",
+                "-f", "Dockerfile.advisor", "--build-arg", f"BASE={ensure_base_image()}", "-t", reference, ".",
+                what="building the advisor image (Dockerfile.advisor)", log=log, cwd=REPO,
+            )  # fmt: skip
+
+    return _cached("advisor", reference, cache.root() / "images" / f"advisor-{digest}.tar", build)

@@ -95,6 +95,14 @@ class SlowProxy:
             self._stalls_left = 0
             self._stall_until = 0.0
 
+    def drop(self) -> None:
+        """Close every open connection (clients must reconnect, and authenticate again)."""
+        with self._lock:
+            sockets = set(self._sockets)
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
     def stall(self, seconds: float) -> None:
         """Freeze all traffic for ``seconds`` from now."""
         with self._lock:

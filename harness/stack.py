@@ -18,7 +18,8 @@ from harness.operator_proc import (
     kafka_cluster_manifest,
 )
 from kquota.domain.entities import Entity, QuotaKey
-from kquota.kafka.quotas import ConnectionSettings, QuotaAdmin
+from kquota.kafka.admin import QuotaAdmin
+from kquota.kafka.settings import ConnectionSettings
 
 
 @dataclass

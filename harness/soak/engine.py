@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import math
+import secrets
 import signal
 import subprocess
 import threading
@@ -58,6 +59,7 @@ from harness.operator_proc import (
 from harness.slowproxy import SlowProxy
 from harness.soak.history import (
     CLIENT_QUOTA,
+    CLUSTER_EDITS,
     FAULT_KINDS,
     NAMESPACES,
     Op,
@@ -70,13 +72,16 @@ from kquota.domain.entities import Entity, QuotaKey
 from kquota.k8s.ledger import DATA_KEY, RETIRED_LABEL, selector
 
 CLUSTER = "soak"
+#: The operator's own SCRAM user (not the harness' superuser: a rotation must not lock the harness out).
+OPERATOR_USER = "kquota-soak"
+OPERATOR_SECRET = "kafka-operator"
 PEERING = "kquota-soak"
 PEERING_CRD = REPO / "helm" / "kquota" / "charts" / "kopf-peering" / "crds" / "clusterkopfpeerings.kopf.dev.yaml"
 #: Convergence bound after a fault ends (beyond it: an invariant broken).
 CONVERGE_SECONDS = 60.0
-#: A killed active replica holds its Kopf peering record for its lifetime (60 s, Kopf's
-#: default, which kquota does not change): the standby waits that out before it resumes.
-FAILOVER_SECONDS = 150.0
+#: A killed active replica holds its Kopf peering record for its lifetime (KQUOTA_PEERING_LIFETIME,
+#: 15 s by default): the standby waits out at most that, then resumes and makes a pass.
+FAILOVER_SECONDS = 30.0
 #: How far a check may lag the broker (metadata applied a moment after the controller answered).
 LAG_SECONDS = (0.5, 2.0)
 
@@ -393,6 +398,13 @@ class Soak:
     #: Ledger discrepancies already reported (a later step reports only new ones).
     _ledger_reported: set[str] = field(default_factory=set)
     _last_broker: dict[Entity, dict[str, float]] = field(default_factory=dict)
+    #: The operator's current SCRAM password (rotated by ``secret-rotated``).
+    _password: str = ""
+    #: After a rotation: the successful passes counted when the Secret got the new password;
+    #: convergence then needs one more (a pass that reconnected with the new Secret).
+    _passes_at_rotation: float | None = None
+    #: What went wrong in the injection itself (reported with the step's violations).
+    _fault_problems: list[str] = field(default_factory=list)
 
     # -- reading -------------------------------------------------------------------------
 
@@ -444,7 +456,9 @@ class Soak:
         ensure_ledger_namespace(kube)
         for ns in NAMESPACES:
             kube.kubectl("create", "namespace", ns)
-        security = scram_security(kube, "kafka-admin", self.kafka.admin_user, self.kafka.admin_password)
+        self._password = f"soak-{secrets.token_hex(8)}"
+        self.kafka.create_scram_user(OPERATOR_USER, self._password)
+        security = scram_security(kube, OPERATOR_SECRET, OPERATOR_USER, self._password)
         manifest = kafka_cluster_manifest(CLUSTER, f"127.0.0.1:{self.proxy.port}", {"security": security})
         kube.kubectl("apply", "-f", "-", input=manifest)
         self.operator = self._new_operator(self._priority).start()
@@ -570,9 +584,69 @@ class Soak:
         elif kind == "crds-reapplied":
             kube.apply_crds()
             self.send(step.during)
+        elif kind == "secret-rotated":
+            self._rotate(began + fault.param("lag"), step)
+        elif kind == "kafkacluster-edited":
+            self._edit_cluster(CLUSTER_EDITS[int(fault.param("what"))], bool(fault.param("on")), fault.param("value"))
+            self.send(step.during)
         else:
             raise ValueError(f"unknown fault {kind!r}")
         return time.monotonic() - began
+
+    def _rotate(self, secret_at: float, step: Step) -> None:
+        """A new password for the operator's user on the broker (the old one revoked at once: SCRAM
+        keeps one credential per mechanism), its connections dropped, and at ``secret_at`` the new
+        password in its Secret. Until then the operator cannot authenticate."""
+        kafka, proxy = self._kafka(), self.proxy
+        assert proxy is not None
+        old, self._password = self._password, f"soak-{secrets.token_hex(8)}"
+        kafka.create_scram_user(OPERATOR_USER, self._password)
+        proxy.drop()
+        if _authenticates(kafka, old):
+            self._fault_problems.append("old password revoked: the broker still takes it")
+        self.send(step.during)
+        _sleep_until(secret_at)
+        op = self.operator
+        assert op is not None
+        self._passes_at_rotation = _ok_passes(op)
+        secret = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": OPERATOR_SECRET, "namespace": LEDGER_NAMESPACE},
+            "stringData": {"username": OPERATOR_USER, "password": self._password},
+        }
+        until = time.monotonic() + 120
+        while self.kubectl("apply", "-f", "-", input=json.dumps(secret)) is None:
+            if time.monotonic() > until:
+                raise RuntimeError("the rotated Secret could not be written for 120 s")
+            time.sleep(1.0)
+
+    def _edit_cluster(self, what: str, on: bool, value: float) -> None:
+        """Edit the KafkaCluster (a JSON merge patch; ``on`` false removes what an earlier edit set)."""
+        patch: dict[str, Any]
+        if what == "label":
+            patch = {"metadata": {"labels": {"soak.kquota.io/edit": f"v{value:g}" if on else None}}}
+        elif what == "metrics":
+            endpoints = [self._kafka().brokers[0].metrics_url] if on else None
+            patch = {"spec": {"metrics": {"brokerEndpoints": endpoints}}}
+        elif what == "protected-client-id":
+            patch = {"spec": {"protectedClientIds": [f"soak-protected-{value:g}"] if on else None}}
+        elif what == "tenancy":
+            grant = {
+                "namespaces": list(NAMESPACES),
+                "users": ["*"],
+                "clientIds": ["*"],
+                "ips": ["192.0.2.0/24"],
+                "allowDefaults": True,
+            }
+            patch = {"spec": {"tenancy": {"grants": [grant]} if on else None}}
+        else:
+            raise ValueError(f"unknown KafkaCluster edit {what!r}")
+        until = time.monotonic() + 120
+        while self.kubectl("patch", "kafkacluster", CLUSTER, "--type=merge", "-p", json.dumps(patch)) is None:
+            if time.monotonic() > until:
+                raise RuntimeError(f"the KafkaCluster could not be patched ({what}) for 120 s")
+            time.sleep(1.0)
 
     def _peers(self) -> dict[str, Any]:
         result = self.kubectl("get", "clusterkopfpeering", PEERING, "-o", "json")
@@ -608,6 +682,12 @@ class Soak:
             if "Resuming operations" not in self._takeover.log():
                 return False, "the standby replica has not taken over", None, {}
             self._takeover = None
+        if self._passes_at_rotation is not None:
+            op = self.operator
+            assert op is not None
+            if _ok_passes(op) <= self._passes_at_rotation:
+                return False, "no successful pass since the Secret was rotated", None, {}
+            self._passes_at_rotation = None
         objs = self.objects()
         if objs is None:
             return False, "API server not answering", None, {}
@@ -777,7 +857,7 @@ class Soak:
             state[:] = self.converged()
             return bool(state[0])
 
-        violations: list[str] = []
+        violations, self._fault_problems = self._fault_problems, []
         try:
             wait_for(done, bound, "convergence", interval=0.5)
             seconds: float | None = time.monotonic() - ended
@@ -828,6 +908,26 @@ class Soak:
         op = self.operator
         assert op is not None and op.proc is not None
         op.proc.signal(signal.SIGCONT)
+
+
+def _ok_passes(op: OperatorProcess) -> float:
+    """The operator's successful passes so far (-1 while /metrics does not answer)."""
+    try:
+        return op.metric("kquota_reconcile_passes_total", cluster=CLUSTER, result="ok")
+    except OSError:
+        return -1.0
+
+
+def _authenticates(kafka: KafkaCluster, password: str) -> bool:
+    """Whether the broker still takes ``password`` for the operator's user (a new connection)."""
+    from confluent_kafka.admin import AdminClient
+
+    config = dict(kafka.client_config(OPERATOR_USER, password), log_level=0)
+    try:
+        AdminClient(config).list_topics(timeout=3)
+    except Exception:  # noqa: BLE001 - any failure to connect counts as refused
+        return False
+    return True
 
 
 def _sleep_until(moment: float) -> None:

@@ -46,7 +46,12 @@ FAULT_KINDS: Final = (
     "ledger-deleted",
     "ledger-edited",
     "crds-reapplied",
+    "secret-rotated",
+    "kafkacluster-edited",
 )
+#: What a ``kafkacluster-edited`` fault changes (its ``what`` parameter indexes this): none of it
+#: may disturb convergence. The tenancy grants cover every namespace and entity the history uses.
+CLUSTER_EDITS: Final = ("label", "metrics", "protected-client-id", "tenancy")
 #: GitOps operations.
 OP_KINDS: Final = ("create", "modify", "delete", "move", "conflict", "mutation")
 
@@ -250,6 +255,15 @@ class _Model:
             )
         if kind == "ledger-edited":
             return Fault(kind, (("pick", rng.randrange(1_000_000)),))
+        if kind == "secret-rotated":
+            # Seconds between the new password on the broker (the old one revoked, connections
+            # dropped) and the new Secret content: the operator cannot connect meanwhile.
+            return Fault(kind, (("lag", rng.randint(0, 6)),))
+        if kind == "kafkacluster-edited":
+            return Fault(
+                kind,
+                (("what", rng.randrange(len(CLUSTER_EDITS))), ("on", rng.randrange(2)), ("value", rng.randrange(1000))),
+            )
         return Fault(kind)
 
 

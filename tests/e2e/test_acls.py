@@ -43,7 +43,10 @@ from kafka.admin import NewTopic
 
 from kquota.domain import ledger as ledger_format
 from kquota.domain.entities import Entity, QuotaKey
-from kquota.kafka.quotas import ConnectionSettings, EntityAlteration, KafkaNotAuthorized, QuotaAdmin, QuotaOp
+from kquota.domain.plan import EntityChange, QuotaOp
+from kquota.kafka.admin import QuotaAdmin
+from kquota.kafka.errors import KafkaNotAuthorized
+from kquota.kafka.settings import ConnectionSettings
 from tests.plugins.resilience import Resilience
 from tests.support.quotas import C, M, P
 
@@ -207,7 +210,7 @@ def acl_stack(kube: KubeAPIServer, tmp_path_factory: pytest.TempPathFactory) -> 
         unmanaged = Entity.for_user(f"unmanaged-{hexid()}")
         plain = QuotaAdmin(ConnectionSettings(bootstrap_servers=kafka.bootstrap))
         try:
-            assert all(r.ok for r in plain.alter([EntityAlteration(unmanaged, (QuotaOp(P, 777.0),))]))
+            assert all(r.ok for r in plain.alter([EntityChange(unmanaged, (QuotaOp(P, 777.0),))]))
         finally:
             plain.close()
 
@@ -448,7 +451,7 @@ def test_the_adapter_names_each_missing_acl(acl_stack: AclStack) -> None:
             sasl_password=password,
         )
     )
-    probe = EntityAlteration(Entity.for_user(f"probe-{hexid()}"), (QuotaOp(P, 42.0),))
+    probe = EntityChange(Entity.for_user(f"probe-{hexid()}"), (QuotaOp(P, 42.0),))
 
     def refusal(call: Any) -> KafkaNotAuthorized:
         with pytest.raises(KafkaNotAuthorized) as info:
@@ -518,7 +521,7 @@ def _reads(admin: QuotaAdmin) -> bool:
     return True
 
 
-def _writes(admin: QuotaAdmin, probe: EntityAlteration) -> bool:
+def _writes(admin: QuotaAdmin, probe: EntityChange) -> bool:
     try:
         return all(r.ok for r in admin.alter([probe]))
     except KafkaNotAuthorized:

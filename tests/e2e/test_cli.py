@@ -34,7 +34,9 @@ from kquota.cli.export import to_yaml
 from kquota.cli.main import main
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.manifests import object_name
-from kquota.kafka.quotas import ConnectionSettings, EntityAlteration, QuotaAdmin, QuotaOp
+from kquota.domain.plan import EntityChange, QuotaOp
+from kquota.kafka.admin import QuotaAdmin
+from kquota.kafka.settings import ConnectionSettings
 from tests.support.quotas import C, P, R
 from tests.unit.test_resolver import DOC, DOC_CASES
 
@@ -74,7 +76,7 @@ def set_exactly(kafka: KafkaCluster, wanted: Quotas, keys: Sequence[QuotaKey] | 
             ops = [QuotaOp(k, values[k]) for k in sorted(scope) if k in values]
             ops += [QuotaOp(k, None) for k in sorted(scope) if k not in values and k in have]
             if ops:
-                alterations.append(EntityAlteration(entity, tuple(ops)))
+                alterations.append(EntityChange(entity, tuple(ops)))
         results = qa.alter(alterations)
         assert all(r.ok for r in results), results
 

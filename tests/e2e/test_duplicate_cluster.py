@@ -21,7 +21,8 @@ from harness.operator_proc import apply, client_quota, condition, get, kafka_clu
 from harness.stack import Stack
 
 from kquota.domain.entities import Entity
-from kquota.kafka.quotas import ConnectionSettings, QuotaAdmin
+from kquota.kafka.admin import QuotaAdmin
+from kquota.kafka.settings import ConnectionSettings
 from tests.support.quotas import P
 from tests.support.stacks import own_stack
 

@@ -63,7 +63,10 @@ from harness.operator_proc import client_quota, condition
 from harness.stack import Stack
 
 from kquota.domain.entities import Entity, QuotaKey
-from kquota.kafka.quotas import ConnectionSettings, EntityAlteration, QuotaAdmin, QuotaOp, record_bytes
+from kquota.domain.plan import EntityChange, QuotaOp
+from kquota.kafka.admin import QuotaAdmin
+from kquota.kafka.batching import record_bytes
+from kquota.kafka.settings import ConnectionSettings
 from tests.integration.test_quota_adapter import configs_wording, kafka_configs_quotas
 from tests.plugins.resilience import Resilience
 from tests.support.quotas import C, N, P, R
@@ -485,7 +488,7 @@ def admin_remove(stack: Stack, entries: Mapping[Entity, Mapping[QuotaKey, float]
     """Remove what the test set by hand (through the integration-tested adapter)."""
     admin = QuotaAdmin(ConnectionSettings(bootstrap_servers=stack.kafka.bootstrap))
     try:
-        admin.alter([EntityAlteration(e, tuple(QuotaOp(k, None) for k in v)) for e, v in entries.items()])
+        admin.alter([EntityChange(e, tuple(QuotaOp(k, None) for k in v)) for e, v in entries.items()])
     finally:
         admin.close()
 
@@ -645,7 +648,7 @@ def test_longest_names_in_bulk_fit_the_controllers_batch_limit(stack: Stack, res
         quota = {"producerByteRate": 1000 + i, "consumerByteRate": 2000 + i, "requestPercentage": 50.5}
         objects.append(client_quota(ns, f"b{i:03d}", {"user": {"name": user}, "clientId": {"name": client}}, quota))
     records = sum(
-        record_bytes(EntityAlteration(e, tuple(QuotaOp(k, v) for k, v in vals.items()))) for e, vals in want.items()
+        record_bytes(EntityChange(e, tuple(QuotaOp(k, v) for k, v in vals.items()))) for e, vals in want.items()
     )
     assert records > KRAFT_MAX_BATCH_BYTES, "the corpus no longer exceeds one controller batch: make it bigger"
     readiness = '{range .items[*]}{.metadata.name}{"\\t"}{.status.conditions[?(@.type=="Ready")].reason}{"\\n"}{end}'

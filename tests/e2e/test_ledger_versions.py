@@ -35,8 +35,10 @@ from harness.stack import Stack
 from kquota.domain import ledger as fmt
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.manifests import entity_spec
+from kquota.domain.plan import EntityChange, QuotaOp
 from kquota.k8s.ledger import DATA_KEY, LABEL, SHARDS_LABEL, label_value, shard_name
-from kquota.kafka.quotas import ConnectionSettings, EntityAlteration, QuotaAdmin, QuotaOp
+from kquota.kafka.admin import QuotaAdmin
+from kquota.kafka.settings import ConnectionSettings
 from tests.support.quotas import C, P, R
 from tests.support.stacks import own_stack
 
@@ -56,7 +58,7 @@ def set_quotas(broker: KafkaCluster, quotas: dict[Entity, dict[QuotaKey, float]]
     admin = QuotaAdmin(ConnectionSettings(bootstrap_servers=broker.bootstrap))
     try:
         results = admin.alter(
-            [EntityAlteration(e, tuple(QuotaOp(k, v) for k, v in sorted(vals.items()))) for e, vals in quotas.items()]
+            [EntityChange(e, tuple(QuotaOp(k, v) for k, v in sorted(vals.items()))) for e, vals in quotas.items()]
         )
         assert all(r.ok for r in results), [r for r in results if not r.ok]
     finally:

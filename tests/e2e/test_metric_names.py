@@ -27,7 +27,7 @@ from harness.kube_apiserver import KubeAPIServer
 from harness.operator_proc import apply, client_quota, condition, get, wait_for
 from harness.stack import Stack
 
-from kquota.kafka.metrics import parse_text
+from kquota.metrics.exposition import parse_text
 from tests.support.load import ProducerLoad
 from tests.support.stacks import own_stack
 

@@ -36,7 +36,9 @@ from harness.stack import Stack
 from kquota.cli.main import main
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.guard import APPROVAL_ANNOTATION
-from kquota.kafka.quotas import ConnectionSettings, EntityAlteration, QuotaAdmin, QuotaOp
+from kquota.domain.plan import EntityChange, QuotaOp
+from kquota.kafka.admin import QuotaAdmin
+from kquota.kafka.settings import ConnectionSettings
 from tests.support.quotas import C, N, P, R
 from tests.support.stacks import own_stack
 
@@ -311,7 +313,7 @@ def set_by_hand(kafka: KafkaCluster, quotas: Quotas, remove: bool = False) -> No
     try:
         results = admin.alter(
             [
-                EntityAlteration(e, tuple(QuotaOp(k, None if remove else v) for k, v in values.items()))
+                EntityChange(e, tuple(QuotaOp(k, None if remove else v) for k, v in values.items()))
                 for e, values in quotas.items()
             ]
         )

@@ -19,7 +19,8 @@ from harness.stack import Stack
 
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.manifests import entity_spec
-from kquota.kafka.quotas import ConnectionSettings, QuotaAdmin
+from kquota.kafka.admin import QuotaAdmin
+from kquota.kafka.settings import ConnectionSettings
 from tests.support.names import uniq
 from tests.support.quotas import FORMS, C, N, P, R
 

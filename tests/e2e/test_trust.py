@@ -24,7 +24,9 @@ from harness.stack import Stack, start_stack, stop_stack
 
 from kquota.domain.entities import Entity
 from kquota.domain.guard import APPROVAL_ANNOTATION
-from kquota.kafka.quotas import ConnectionSettings, EntityAlteration, QuotaAdmin, QuotaOp
+from kquota.domain.plan import EntityChange, QuotaOp
+from kquota.kafka.admin import QuotaAdmin
+from kquota.kafka.settings import ConnectionSettings
 from tests.support.names import uniq
 from tests.support.quotas import P, R
 from tests.unit.test_argocd_health import kstatus
@@ -107,7 +109,7 @@ def test_another_writer_undoing_a_key_makes_it_contested_instead_of_an_endless_f
         admin = QuotaAdmin(ConnectionSettings(bootstrap_servers=stack.kafka.bootstrap))
         try:
             while not stop.is_set():
-                admin.alter([EntityAlteration(entity, (QuotaOp(P, 5.0),))])
+                admin.alter([EntityChange(entity, (QuotaOp(P, 5.0),))])
                 stop.wait(0.5)
         finally:
             admin.close()

@@ -16,7 +16,9 @@ from confluent_kafka import Producer
 from harness.kafka_cluster import KafkaCluster
 from harness.prometheus import Prometheus
 
-from kquota.kafka.metrics import MetricsUnavailable, PrometheusAPI, PrometheusSource
+from kquota.metrics.http import MetricsUnavailable
+from kquota.metrics.prometheus import PrometheusAPI
+from kquota.metrics.sources import PrometheusSource
 from tests.plugins.kafka import unique_name
 from tests.support.load import create_topic
 from tests.support.selectors import INVALID_SELECTORS, VALID_SELECTORS, Refused

@@ -1,4 +1,4 @@
-"""kquota.kafka.quotas against a real broker, cross-checked with Kafka's own kafka-configs.
+"""The Kafka adapter (kquota.kafka.admin and the modules under it) against a real broker, checked with kafka-configs.
 
 The broker is shared by the session, so every test uses fresh random names.
 Default entities are singletons: tests that set them remove them again.
@@ -19,16 +19,11 @@ from harness import procs
 from harness.kafka_cluster import KafkaCluster
 
 from kquota.domain.entities import Entity, QuotaKey
-from kquota.kafka.quotas import (
-    MAX_OPS_PER_REQUEST,
-    ConnectionSettings,
-    EntityAlteration,
-    KafkaAuthenticationFailed,
-    KafkaUnavailable,
-    QuotaAdmin,
-    QuotaOp,
-    _batches,
-)
+from kquota.domain.plan import EntityChange, QuotaOp
+from kquota.kafka.admin import QuotaAdmin
+from kquota.kafka.batching import MAX_OPS_PER_REQUEST, batches
+from kquota.kafka.errors import KafkaAuthenticationFailed, KafkaUnavailable
+from kquota.kafka.settings import ConnectionSettings
 from tests.plugins.kafka import unique_name
 from tests.support.quotas import C, M, N, P, R
 
@@ -47,8 +42,8 @@ def admin(kafka: KafkaCluster) -> Iterator[QuotaAdmin]:
         quota_admin.close()
 
 
-def alteration(entity: Entity, **values: float | None) -> EntityAlteration:
-    return EntityAlteration(entity, tuple(QuotaOp(QuotaKey(k), v) for k, v in values.items()))
+def alteration(entity: Entity, **values: float | None) -> EntityChange:
+    return EntityChange(entity, tuple(QuotaOp(QuotaKey(k), v) for k, v in values.items()))
 
 
 def wait_for(admin: QuotaAdmin, done: Callable[[Live], bool], timeout: float = 30) -> Live:
@@ -70,9 +65,7 @@ def expect(admin: QuotaAdmin, expected: dict[Entity, dict[QuotaKey, float] | Non
 
 def clear(admin: QuotaAdmin, *entities: Entity) -> None:
     ops = tuple(QuotaOp(k, None) for k in QuotaKey)
-    results = admin.alter(
-        [EntityAlteration(e, tuple(op for op in ops if op.key in e.allowed_keys())) for e in entities]
-    )
+    results = admin.alter([EntityChange(e, tuple(op for op in ops if op.key in e.allowed_keys())) for e in entities])
     assert all(r.ok for r in results), results
     expect(admin, dict.fromkeys(entities))
 
@@ -142,7 +135,7 @@ def test_every_entity_form_round_trips(admin: QuotaAdmin, kafka: KafkaCluster) -
     }
     try:
         results = admin.alter(
-            [EntityAlteration(e, tuple(QuotaOp(k, v) for k, v in kv.items())) for e, kv in wanted.items()]
+            [EntityChange(e, tuple(QuotaOp(k, v) for k, v in kv.items())) for e, kv in wanted.items()]
         )
         assert [(r.entity, r.ok, r.error_name) for r in results] == [(e, True, "NONE") for e in wanted]
 
@@ -243,19 +236,19 @@ def test_large_batches_are_split_between_entities(admin: QuotaAdmin) -> None:
 def test_batches_never_split_an_entity() -> None:
     # 2,500 entities x 4 ops fill one request exactly; the next entity starts a new one.
     four = tuple(QuotaOp(k, 1.0) for k in (P, C, R, M))
-    alterations = [EntityAlteration(Entity.for_user(f"u{i}"), four) for i in range(2_501)]
-    batches = _batches(alterations)
-    assert [sum(len(a.ops) for a in b) for b in batches] == [MAX_OPS_PER_REQUEST, 4]
-    assert [a for b in batches for a in b] == alterations
+    alterations = [EntityChange(Entity.for_user(f"u{i}"), four) for i in range(2_501)]
+    cut = batches(alterations)
+    assert [sum(len(a.ops) for a in b) for b in cut] == [MAX_OPS_PER_REQUEST, 4]
+    assert [a for b in cut for a in b] == alterations
     # A batch is closed before it would overflow, not after.
-    three_then_more = [EntityAlteration(Entity.for_user("x"), four[:3]), *alterations[:2_500]]
-    assert [sum(len(a.ops) for a in b) for b in _batches(three_then_more)] == [9_999, 4]
+    three_then_more = [EntityChange(Entity.for_user("x"), four[:3]), *alterations[:2_500]]
+    assert [sum(len(a.ops) for a in b) for b in batches(three_then_more)] == [9_999, 4]
 
 
 def test_invalid_alterations_are_refused_before_sending(admin: QuotaAdmin) -> None:
     entity = Entity.for_user(unique_name("dup"))
     with pytest.raises(ValueError, match="duplicate quota keys"):
-        admin.alter([EntityAlteration(entity, (QuotaOp(P, 1), QuotaOp(P, None)))])
+        admin.alter([EntityChange(entity, (QuotaOp(P, 1), QuotaOp(P, None)))])
     with pytest.raises(ValueError, match="more than once"):
         admin.alter([alteration(entity, producer_byte_rate=1), alteration(entity, consumer_byte_rate=1)])
     for bad in (float("nan"), float("inf")):
@@ -278,7 +271,7 @@ def test_hostile_names(admin: QuotaAdmin, kafka: KafkaCluster) -> None:
     }
     try:
         results = admin.alter(
-            [EntityAlteration(e, tuple(QuotaOp(k, v) for k, v in kv.items())) for e, kv in wanted.items()]
+            [EntityChange(e, tuple(QuotaOp(k, v) for k, v in kv.items())) for e, kv in wanted.items()]
         )
         assert all(r.ok for r in results), [r for r in results if not r.ok]
         live = expect(admin, dict(wanted))

@@ -21,8 +21,12 @@ from harness.kafka_cluster import KafkaCluster
 
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.observed import Observed, attribute, observe
-from kquota.kafka.metrics import MetricNames, ScrapeSource, parse_text
-from kquota.kafka.quotas import ConnectionSettings, EntityAlteration, QuotaAdmin, QuotaOp
+from kquota.domain.plan import EntityChange, QuotaOp
+from kquota.kafka.admin import QuotaAdmin
+from kquota.kafka.settings import ConnectionSettings
+from kquota.metrics.exposition import parse_text
+from kquota.metrics.names import MetricNames
+from kquota.metrics.sources import ScrapeSource
 from tests.support.load import ProducerLoad, create_topic
 from tests.support.paths import REPO
 
@@ -90,7 +94,7 @@ def test_the_quota_rules_give_kquota_its_series(broker: KafkaCluster) -> None:
     seen: dict[str, Observed] = {}
     try:
         results = admin.alter(
-            [EntityAlteration(e, (QuotaOp(QuotaKey.PRODUCER_BYTE_RATE, QUOTA),)) for e in entities.values()]
+            [EntityChange(e, (QuotaOp(QuotaKey.PRODUCER_BYTE_RATE, QUOTA),)) for e in entities.values()]
         )
         assert all(r.ok for r in results), results
         for load in loads:

@@ -1,5 +1,5 @@
 """Observed throttling with real traffic: a real broker throttles real clients, and kquota's metrics pipeline
-(kquota.kafka.metrics -> kquota.domain.observed) reports it for the right entity, read both by scraping the
+(kquota.metrics -> kquota.domain.observed) reports it for the right entity, read both by scraping the
 broker's JMX exporter directly and through a real Prometheus server scraping it.
 
 Each scenario sets a quota with Kafka's own kafka-configs, drives a confluent-kafka client at about three
@@ -30,8 +30,9 @@ from harness.prometheus import Prometheus
 
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.observed import Observed, attribute, observe, observe_topic
-from kquota.kafka.metrics import MetricsSource, PrometheusSource, ScrapeSource
-from kquota.kafka.quotas import ConnectionSettings, QuotaAdmin
+from kquota.kafka.admin import QuotaAdmin
+from kquota.kafka.settings import ConnectionSettings
+from kquota.metrics.sources import MetricsSource, PrometheusSource, ScrapeSource
 from tests.plugins.kafka import unique_name
 from tests.support.load import ConsumerLoad, ProducerLoad, RequestLoad, create_topic
 from tests.support.quotas import C, M, P, R

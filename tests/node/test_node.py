@@ -27,7 +27,8 @@ from harness.kafka_cluster import KafkaCluster
 from harness.node import Node
 from harness.operator_proc import apply, apply_many, client_quota, wait_for
 
-from kquota.kafka.quotas import ConnectionSettings, QuotaAdmin
+from kquota.kafka.admin import QuotaAdmin
+from kquota.kafka.settings import ConnectionSettings
 from tests.e2e.test_helm import CHART, Helm
 
 pytestmark = pytest.mark.node
@@ -92,15 +93,6 @@ class Release:
             logs = self.node.kubectl("logs", name, "-n", self.namespace, "--tail=30", check=False)
             out.append(f"--- {name}\n{logs.stdout}{logs.stderr}")
         return "\n".join(out)
-
-
-@pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
-    started = Node.start()
-    try:
-        yield started
-    finally:
-        started.cleanup()
 
 
 @pytest.fixture(scope="module")

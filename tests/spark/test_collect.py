@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from kquota.advisor import collect
+from kquota.metrics.exposition import parse_text
+from kquota.metrics.jmx import decode_client_id, decode_user
 from tests.spark.helpers import NOW, T0
 
 pytestmark = pytest.mark.spark
@@ -34,27 +36,33 @@ jvm_memory_bytes_used{area="heap",} 1.0E8
 
 
 def test_the_text_format_is_parsed_with_escapes_and_nan() -> None:
-    samples = collect.parse_metrics(EXPOSITION)
+    samples = parse_text(EXPOSITION, strict=True)
     assert len(samples) == 11
     quoted = samples[2]
     assert quoted.labels == {"resource": "Produce", "user": "CN%3Dapp%2COU%3Dx", "clientId": '"c,1=x"'}
     assert math.isnan(samples[5].value)
     assert samples[-1].value == 1e8
-    only = collect.parse_metrics(EXPOSITION, [collect.QUOTA_REQUEST_TIME])
+    only = collect.parse_page(EXPOSITION, [collect.QUOTA_REQUEST_TIME])
     assert [s.value for s in only] == [3.25]
 
 
+def test_a_malformed_line_of_a_collected_metric_fails_the_collection() -> None:
+    page = 'jvm_x{a="1"} 1\nkafka_server_quota_byte_rate{resource="Produce" 1\n'
+    with pytest.raises(ValueError, match="line 2"):
+        collect.parse_page(page, [collect.QUOTA_BYTE_RATE])
+
+
 def test_kafka_label_encodings_are_undone() -> None:
-    assert collect.decode_user("CN%3Dapp%2COU%3Dx") == "CN=app,OU=x"
-    assert collect.decode_user("user%20with%20space") == "user with space"
-    assert collect.decode_user("%3Cdefault%3E") == "<default>"
-    assert collect.jmx_unquote('"c,1=x"') == "c,1=x"
-    assert collect.jmx_unquote(r'"a\"b\\c\*"') == 'a"b\\c*'
-    assert collect.jmx_unquote("plain") == "plain"
+    assert decode_user("CN%3Dapp%2COU%3Dx") == "CN=app,OU=x"
+    assert decode_user("user%20with%20space") == "user with space"
+    assert decode_user("%3Cdefault%3E") == "<default>"
+    assert decode_client_id('"c,1=x"') == "c,1=x"
+    assert decode_client_id(r'"a\"b\\c\*"') == 'a"b\\c*'
+    assert decode_client_id("plain") == "plain"
 
 
 def test_quota_gauges_become_one_client_row_per_bucket() -> None:
-    rows = collect.client_rows(collect.parse_metrics(EXPOSITION), "1", T0)
+    rows = collect.client_rows(parse_text(EXPOSITION), "1", T0)
     by_key = {(r["user"], r["client_id"]): r for r in rows}
     assert set(by_key) == {("alice", None), ("CN=app,OU=x", "c,1=x"), (None, "reporting")}
     alice = by_key[("alice", None)]
@@ -106,7 +114,7 @@ def test_prometheus_range_queries_are_chunked_and_joined_by_timestamp_and_instan
     urls: list[str] = []
     t = T0.timestamp()
 
-    def fetch(url: str, timeout: float) -> str:
+    def fetch(url: str, timeout: float) -> bytes:
         urls.append(url)
         query = urllib.parse.parse_qs(urllib.parse.urlparse(url).query)["query"][0]
         if query == collect.QUOTA_BYTE_RATE:
@@ -120,7 +128,7 @@ def test_prometheus_range_queries_are_chunked_and_joined_by_timestamp_and_instan
             result = [{"metric": {"topic": "orders", "instance": "b1:7071"}, "values": [[t, "5"]]}]
         else:
             result = []
-        return json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}})
+        return json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}}).encode()
 
     chunks = list(collect.prometheus_rows("http://prom:9090", T0, T0 + dt.timedelta(seconds=60), 60, fetch=fetch))
     assert len(chunks) == 1
@@ -135,17 +143,17 @@ def test_prometheus_range_queries_are_chunked_and_joined_by_timestamp_and_instan
 
 
 def test_prometheus_errors_name_the_query() -> None:
-    def fetch(url: str, timeout: float) -> str:
-        return json.dumps({"status": "error", "errorType": "bad_data", "error": "parse error"})
+    def fetch(url: str, timeout: float) -> bytes:
+        return json.dumps({"status": "error", "errorType": "bad_data", "error": "parse error"}).encode()
 
-    with pytest.raises(collect.CollectError, match="bad_data: parse error"):
+    with pytest.raises(collect.CollectError, match=r"kafka_server_quota_byte_rate.*bad_data: parse error"):
         next(collect.prometheus_rows("http://prom:9090", T0, NOW, 60, fetch=fetch))
 
 
 def test_collected_parquet_is_valid_advisor_input(spark: Any, tmp_path: Path) -> None:
     from kquota.advisor import extract, schema
 
-    rows = collect.client_rows(collect.parse_metrics(EXPOSITION), "1", T0)
+    rows = collect.client_rows(parse_text(EXPOSITION), "1", T0)
     topics = collect.topic_rates("1", T0, 10.0, {"orders": (0.0, 0.0)}, {"orders": (100.0, 50.0)})
     collect.write_parquet(spark, rows, topics, tmp_path)
     inputs = extract.locate(str(tmp_path), None, None)

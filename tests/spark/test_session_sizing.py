@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from kquota.advisor.params import local_driver_memory
+from kquota.advisor.params import local_driver_memory, total_memory
 
 pytestmark = pytest.mark.spark
 
@@ -39,8 +39,8 @@ def probe(*conf: str, env: dict[str, str] | None = None) -> str:
 
 
 def test_local_mode_takes_half_the_machine() -> None:
-    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    assert probe() == local_driver_memory(total)
+    # The machine's memory, or this process's cgroup limit when smaller (as in a container).
+    assert probe() == local_driver_memory(total_memory())
 
 
 def test_a_given_driver_memory_wins() -> None:

@@ -467,3 +467,32 @@ def test_topic_budget_is_the_p99_of_the_total_and_kip1010_splits_it_by_leader_pa
 def test_invalid_parameters_are_rejected_with_their_name(params: Params, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         params.check()
+
+
+def test_the_wide_statistics_are_the_long_forms_rows_bit_for_bit(spark: Any) -> None:
+    """entity_stats_wide (what the pipeline runs) gives entity_stats(usage_long(...))'s rows exactly:
+    every kind of entity, missing rates and throttle times, whatever the partitioning."""
+    rng = np.random.default_rng(11)
+    rows: list[dict[str, Any]] = []
+    entities = [("a", None), ("b", None), (None, "c1"), ("a", "c2"), (None, "c3")]
+    for i in range(3000):
+        user, client = entities[int(rng.integers(len(entities)))]
+        row: dict[str, Any] = {"timestamp": at(i), "broker": str(int(rng.integers(3))), "user": user,
+                               "client_id": client}  # fmt: skip
+        for column, throttle in (
+            ("produce_byte_rate", "produce_throttle_time_ms"),
+            ("fetch_byte_rate", "fetch_throttle_time_ms"),
+            ("request_time", "request_throttle_time_ms"),
+        ):
+            if rng.random() < 0.8 and not (client == "c3" and column == "fetch_byte_rate"):
+                row[column] = float(np.round(np.exp(rng.normal(8.0, 1.5)), 4))
+            if rng.random() < 0.7:
+                row[throttle] = float(rng.choice([0.0, 0.0, 3.5]))
+        rows.append(row)
+    samples = clients(spark, rows)
+    long = sorted(tuple(r) for r in transform.entity_stats(transform.usage_long(samples)).collect())
+    assert len(long) == 14  # c3 never fetched: no fetch row for it
+    for partitions in (1, 5):
+        wide = transform.entity_stats_wide(samples.repartition(partitions))
+        assert wide.columns == transform.entity_stats(transform.usage_long(samples)).columns
+        assert sorted(tuple(r) for r in wide.collect()) == long

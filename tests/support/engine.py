@@ -11,7 +11,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kquota.domain.entities import Entity, QuotaKey
-from kquota.kafka.quotas import ConnectionSettings, EntityAlteration, EntityResult
+from kquota.domain.plan import EntityChange
+from kquota.kafka.errors import EntityResult
+from kquota.kafka.settings import ConnectionSettings
 from kquota.reconcile.build import record_from_body
 from kquota.reconcile.engine import ClusterReconciler
 from kquota.reconcile.ports import QuotaAdminPort
@@ -44,9 +46,9 @@ class Broker:
         self.described.append(entity)
         return dict(self.live.get(entity, {}))
 
-    def alter(self, alterations: Sequence[EntityAlteration]) -> list[EntityResult]:
+    def alter(self, changes: Sequence[EntityChange]) -> list[EntityResult]:
         out = []
-        for alt in alterations:
+        for alt in changes:
             error = self.fail_once.pop(alt.entity, None)
             if error is not None:
                 out.append(EntityResult(alt.entity, -1, "the controller failed", error))

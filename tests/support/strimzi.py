@@ -26,8 +26,10 @@ from typing import Any
 from harness.kube_apiserver import KubeAPIServer
 
 from kquota.domain.entities import Entity, QuotaKey
+from kquota.domain.plan import EntityChange, QuotaOp
 from kquota.domain.strimzi import ignored_pattern, user_principal
-from kquota.kafka.quotas import ConnectionSettings, EntityAlteration, QuotaAdmin, QuotaOp
+from kquota.kafka.admin import QuotaAdmin
+from kquota.kafka.settings import ConnectionSettings
 
 #: The keys the User Operator manages (KafkaUser spec.quotas -> Kafka quota key).
 MANAGED = {
@@ -93,7 +95,7 @@ class FakeUserOperator:
             have = live.get(entity, {})
             ops = [QuotaOp(k, v) for k, v in values.items() if have.get(k) != v and not (v is None and k not in have)]
             if ops:
-                alterations.append(EntityAlteration(entity, tuple(ops)))
+                alterations.append(EntityChange(entity, tuple(ops)))
                 self.writes.extend((entity, op.key, op.value) for op in ops)
         if alterations:
             self.admin.alter(alterations)

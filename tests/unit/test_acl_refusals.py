@@ -9,15 +9,15 @@ from __future__ import annotations
 import pytest
 
 from kquota.domain.status import STALLED, Outcome, Reason, render_cluster_status, render_status
-from kquota.kafka.quotas import (
+from kquota.kafka.admin import QuotaAdmin
+from kquota.kafka.errors import (
     CLUSTER_AUTHORIZATION_FAILED,
     TOPIC_AUTHORIZATION_FAILED,
-    ConnectionSettings,
     KafkaNotAuthorized,
     KafkaUnavailable,
-    QuotaAdmin,
     QuotaRequestError,
 )
+from kquota.kafka.settings import ConnectionSettings
 
 T0 = "2026-01-01T00:00:00Z"
 

@@ -23,7 +23,7 @@ from kquota.cli.connect import (
     split_address,
 )
 from kquota.cli.main import main
-from kquota.kafka.quotas import ConnectionSettings
+from kquota.kafka.settings import ConnectionSettings
 
 SECRET = 's3cr=t;"quoted"'
 

@@ -12,7 +12,7 @@ from kquota.cli import export as export_cmd
 from kquota.cli.connect import Quotas, Target
 from kquota.cli.export import unmanaged
 from kquota.cli.main import main
-from kquota.kafka.quotas import ConnectionSettings
+from kquota.kafka.settings import ConnectionSettings
 from tests.support.quotas import ALICE, BOB, C, P, R
 
 CONN = ConnectionSettings("kafka:9092")

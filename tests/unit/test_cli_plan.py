@@ -22,7 +22,7 @@ from kquota.cli.term import Term
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.plan import Protection, ResourceRef, UnmanagedPolicy
 from kquota.domain.tenancy import Grant
-from kquota.kafka.quotas import ConnectionSettings
+from kquota.kafka.settings import ConnectionSettings
 from tests.support.quotas import ALICE, BOB, C, P, R
 
 APP = Entity.for_client("app")
@@ -375,7 +375,7 @@ def test_json_values_are_integers_when_whole() -> None:
 def test_broker_rejections_make_the_exit_code_an_error() -> None:
     target = Target(CONN, cluster="prod", ledger={}, claimants=[])
     report, the_plan = make_report(target, [res("a", ALICE, {P: 1}), res("b", BOB, {P: 2})], {}, ["users/alice"])
-    assert [a.entity for a in plan_cmd.alterations(report, the_plan)] == [ALICE]
+    assert [a.entity for a in plan_cmd.shown_changes(report, the_plan)] == [ALICE]
     report.validated = True
     report.rejected = {"users/alice": "INVALID_REQUEST: no"}
     assert report.exit_code() == 1

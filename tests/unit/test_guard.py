@@ -11,7 +11,7 @@ from typing import Any
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.guard import APPROVAL_ANNOTATION, GuardLimits, guard, hold_id, removals, without
 from kquota.domain.plan import EntityChange, QuotaOp, UnmanagedPolicy
-from kquota.kafka.quotas import ConnectionSettings
+from kquota.kafka.settings import ConnectionSettings
 from kquota.reconcile.records import ClusterConfig
 from tests.support.engine import Broker, Kube, engine, quota
 from tests.support.quotas import C, P

@@ -16,14 +16,8 @@ from urllib.parse import unquote
 import pytest
 
 from kquota.domain.entities import Entity, QuotaKey
-from kquota.kafka.quotas import (
-    MAX_OPS_PER_REQUEST,
-    MAX_RECORD_BYTES_PER_REQUEST,
-    EntityAlteration,
-    QuotaOp,
-    _batches,
-    record_bytes,
-)
+from kquota.domain.plan import EntityChange, QuotaOp
+from kquota.kafka.batching import MAX_OPS_PER_REQUEST, MAX_RECORD_BYTES_PER_REQUEST, batches, record_bytes
 
 #: KRaft's cap on one metadata record batch (KafkaRaftClient.MAX_BATCH_SIZE_BYTES).
 KRAFT_MAX_BATCH_BYTES = 8 * 1024 * 1024
@@ -83,10 +77,10 @@ def test_pair_segments_decode_back_to_the_names() -> None:
     assert (unquote(segs[1]), unquote(segs[3])) == (user, client)
 
 
-def longest_pair(i: int) -> EntityAlteration:
+def longest_pair(i: int) -> EntityChange:
     """A (user, client-id) pair with the longest names the CRD admits (1024 four-byte characters)."""
     name = f"{i:04d}" + "\U0001f642" * 1020
-    return EntityAlteration(
+    return EntityChange(
         Entity.for_pair(name, name),
         tuple(
             QuotaOp(k, 1000.0)
@@ -98,25 +92,23 @@ def longest_pair(i: int) -> EntityAlteration:
 def test_record_estimate_is_not_below_kafkas_own_size() -> None:
     # Measured on Kafka 4.3.1: 2,500 users named 5 digits + 1,019 emoji, one key each,
     # came to 10,329,997 bytes of records (the controller's error message).
-    user = EntityAlteration(
-        Entity.for_user("00000" + "\U0001f600" * 1019), (QuotaOp(QuotaKey.PRODUCER_BYTE_RATE, 1000.0),)
-    )
+    user = EntityChange(Entity.for_user("00000" + "\U0001f600" * 1019), (QuotaOp(QuotaKey.PRODUCER_BYTE_RATE, 1000.0),))
     assert record_bytes(user) * 2500 >= 10_329_997
 
 
 def test_longest_names_are_split_below_the_controllers_batch_cap() -> None:
     alterations = [longest_pair(i) for i in range(400)]
     assert sum(record_bytes(a) for a in alterations) > KRAFT_MAX_BATCH_BYTES  # one request would fail
-    batches = _batches(alterations)
-    assert len(batches) > 1
-    assert [a for b in batches for a in b] == alterations  # order kept, nothing lost or split
-    for batch in batches:
+    cut = batches(alterations)
+    assert len(cut) > 1
+    assert [a for b in cut for a in b] == alterations  # order kept, nothing lost or split
+    for batch in cut:
         assert sum(record_bytes(a) for a in batch) <= MAX_RECORD_BYTES_PER_REQUEST < KRAFT_MAX_BATCH_BYTES
 
 
 def test_short_names_still_fill_a_request_up_to_the_op_limit() -> None:
     alterations = [
-        EntityAlteration(Entity.for_user(f"user-{i:06d}"), (QuotaOp(QuotaKey.PRODUCER_BYTE_RATE, 1.0),))
+        EntityChange(Entity.for_user(f"user-{i:06d}"), (QuotaOp(QuotaKey.PRODUCER_BYTE_RATE, 1.0),))
         for i in range(MAX_OPS_PER_REQUEST + 1)
     ]
-    assert [len(b) for b in _batches(alterations)] == [MAX_OPS_PER_REQUEST, 1]
+    assert [len(b) for b in batches(alterations)] == [MAX_OPS_PER_REQUEST, 1]

@@ -20,7 +20,7 @@ import yaml
 from kquota.domain import ledger as fmt
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.k8s.ledger import DATA_KEY, LABEL, SHARDS_LABEL, LedgerStore, shard_name
-from kquota.kafka.quotas import KafkaUnavailable
+from kquota.kafka.errors import KafkaUnavailable
 from tests.support.engine import Broker, Kube, engine, quota, reason
 from tests.support.quotas import C, P
 

@@ -22,7 +22,8 @@ from kquota.api.kafkacluster import (
     ExporterNames,
 )
 from kquota.k8s.api import Kube
-from kquota.kafka.metrics import MetricNames, PrometheusSource, ScrapeSource, source_for
+from kquota.metrics.names import MetricNames
+from kquota.metrics.sources import PrometheusSource, ScrapeSource, source_for
 from kquota.reconcile.build import cluster_config, metric_names
 from kquota.reconcile.settings import OperatorSettings
 from tests.support.selectors import INVALID_SELECTORS, VALID_SELECTORS, Refused

@@ -3,41 +3,26 @@ source against an in-process HTTP server, Prometheus result parsing, and the Gra
 
 from __future__ import annotations
 
-import http.server
 import json
 import math
 import re
-import threading
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 import yaml
 
 from kquota.domain.observed import Point, QuotaResource
-from kquota.kafka.metrics import (
-    MetricNames,
-    MetricsUnavailable,
-    PrometheusAPI,
-    PrometheusSource,
-    RawSeries,
-    Sample,
-    ScrapeSource,
-    _prom_result,
-    counter_rate,
-    decode_client_id,
-    decode_user,
-    duration,
-    instance_of,
-    parse_float,
-    parse_line,
-    parse_text,
-    quota_series,
-    scrape_brokers,
-    source_for,
-    topic_samples,
-)
+from kquota.metrics.exposition import Sample, parse_float, parse_line, parse_text
+from kquota.metrics.http import MetricsUnavailable
+from kquota.metrics.jmx import decode_client_id, decode_user
+from kquota.metrics.names import MetricNames
+from kquota.metrics.prometheus import PrometheusAPI, duration, prom_result
+from kquota.metrics.scrape import instance_of, scrape_brokers
+from kquota.metrics.series import RawSeries, counter_rate, quota_series, topic_samples
+from kquota.metrics.sources import PrometheusSource, ScrapeSource, source_for
 from kquota.reconcile import metrics as operator_metrics
+from tests.support.pages import Page, serve_pages
 from tests.support.paths import REPO as ROOT
 
 NAMES = MetricNames()
@@ -270,36 +255,10 @@ def test_duration_rounds_up_to_whole_seconds() -> None:
 # -- scrape source against an in-process HTTP server ---------------------------------------------------------------
 
 
-class _Pages(http.server.BaseHTTPRequestHandler):
-    pages: ClassVar[dict[str, str]] = {}
-
-    def do_GET(self) -> None:
-        body = self.pages.get(self.path)
-        if body is None:
-            self.send_error(404)
-            return
-        data = body.encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
-        pass
-
-
 @pytest.fixture
-def pages() -> Iterator[tuple[str, dict[str, str]]]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Pages)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    _Pages.pages = {}
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", _Pages.pages
-    finally:
-        server.shutdown()
-        server.server_close()
+def pages() -> Iterator[tuple[str, dict[str, Page]]]:
+    with serve_pages() as served:
+        yield served
 
 
 def _page(rate: float, throttle: str) -> str:
@@ -310,7 +269,7 @@ def _page(rate: float, throttle: str) -> str:
     )
 
 
-def test_scrape_brokers_reports_a_dead_broker_without_failing(pages: tuple[str, dict[str, str]]) -> None:
+def test_scrape_brokers_reports_a_dead_broker_without_failing(pages: tuple[str, dict[str, Page]]) -> None:
     base, content = pages
     content["/metrics"] = _page(1.0, "NaN")
     snap = scrape_brokers([f"{base}/metrics", f"{base}/missing", "http://127.0.0.1:1/metrics"], timeout=2)
@@ -323,7 +282,7 @@ def test_scrape_brokers_reports_a_dead_broker_without_failing(pages: tuple[str, 
     }
 
 
-def test_scrape_source_builds_history_over_reads(pages: tuple[str, dict[str, str]]) -> None:
+def test_scrape_source_builds_history_over_reads(pages: tuple[str, dict[str, Page]]) -> None:
     base, content = pages
     clock = [1000.0]
     source = ScrapeSource([f"{base}/metrics"], timeout=2, clock=lambda: clock[0])
@@ -340,10 +299,10 @@ def test_scrape_source_builds_history_over_reads(pages: tuple[str, dict[str, str
     clock[0] = 1030.0
     (series,) = source.read(window=15).series
     assert [p.t for p in series.points] == [1010.0, 1020.0, 1030.0]
-    assert not any(s.name.startswith("jvm") for s in parse_text(content["/metrics"], NAMES.prefixes))
+    assert not any(s.name.startswith("jvm") for s in parse_text(str(content["/metrics"]), NAMES.prefixes))
 
 
-def test_scrape_source_forgets_series_that_disappear(pages: tuple[str, dict[str, str]]) -> None:
+def test_scrape_source_forgets_series_that_disappear(pages: tuple[str, dict[str, Page]]) -> None:
     base, content = pages
     source = ScrapeSource([f"{base}/metrics"], timeout=2)
     content["/metrics"] = _page(1, "NaN")
@@ -380,16 +339,16 @@ def test_source_for_keeps_an_equally_configured_source() -> None:
 
 
 def test_prometheus_vector_matrix_and_scalar_results() -> None:
-    vector = _prom_result({"resultType": "vector", "result": [{"metric": {"user": "a"}, "value": [1712.5, "NaN"]}]})
+    vector = prom_result({"resultType": "vector", "result": [{"metric": {"user": "a"}, "value": [1712.5, "NaN"]}]})
     assert vector[0].labels == {"user": "a"} and math.isnan(vector[0].points[0][1])
-    matrix = _prom_result({"resultType": "matrix", "result": [{"metric": {}, "values": [[1, "1"], [2, "+Inf"]]}]})
+    matrix = prom_result({"resultType": "matrix", "result": [{"metric": {}, "values": [[1, "1"], [2, "+Inf"]]}]})
     assert matrix[0].points == ((1.0, 1.0), (2.0, math.inf))
-    assert _prom_result({"resultType": "scalar", "result": [3, "4"]})[0].points == ((3.0, 4.0),)
+    assert prom_result({"resultType": "scalar", "result": [3, "4"]})[0].points == ((3.0, 4.0),)
 
 
 def test_malformed_prometheus_result_is_unavailable() -> None:
     with pytest.raises(MetricsUnavailable, match="malformed"):
-        _prom_result({"resultType": "vector", "result": [{"metric": {}}]})
+        prom_result({"resultType": "vector", "result": [{"metric": {}}]})
 
 
 def test_unreachable_prometheus_is_an_unavailable_reading() -> None:

@@ -13,6 +13,7 @@ import pytest
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.observed import (
     EVIDENCE_SHARE,
+    OVER_BUDGET,
     MetricsReading,
     Observed,
     Point,
@@ -22,15 +23,18 @@ from kquota.domain.observed import (
     attribute,
     equivalent,
     needs_observed_write,
+    needs_topic_observed_write,
     observe,
-    observe_all,
     observe_topic,
     owner,
     previous_near_limit,
     quantize,
     summarize,
 )
-from kquota.kafka.metrics import MetricNames, RawSeries, parse_text, quota_series
+from kquota.domain.status import Condition
+from kquota.metrics.exposition import parse_text
+from kquota.metrics.names import MetricNames
+from kquota.metrics.series import RawSeries, quota_series
 from tests.support.quotas import ALICE, C, M, N, P, R
 
 DEFAULT_USER = Entity.for_user(None)
@@ -494,17 +498,14 @@ def test_condition_messages_carry_no_numbers_that_move() -> None:
     assert a.conditions() == b.conditions()
 
 
-def test_observe_all_attributes_once_for_many_resources() -> None:
+def test_one_attribution_serves_many_resources() -> None:
     live = {ALICE: {P: 100.0}, DEFAULT_USER: {P: 50.0}, Entity.for_ip(None): {N: 5.0}}
-    reading = _reading(_bucket("alice", 10), _bucket("bob", 45, 100))
-    out = observe_all(
-        reading,
-        live,
-        {"a": (ALICE, [P]), "d": (DEFAULT_USER, [P]), "ip": (Entity.for_ip(None), [N])},
-        previous_near={"d": True},
-    )
-    assert set(out) == {"a", "d"}
-    assert not out["a"].throttled and out["d"].throttled and out["d"].near_limit
+    attribution = attribute(_reading(_bucket("alice", 10), _bucket("bob", 45, 100)), live)
+    alice = observe(attribution, ALICE, [P])
+    default = observe(attribution, DEFAULT_USER, [P], was_near_limit=True)
+    assert observe(attribution, Entity.for_ip(None), [N]) is None
+    assert alice is not None and default is not None
+    assert not alice.throttled and default.throttled and default.near_limit
 
 
 def test_previous_near_limit_reads_the_written_status() -> None:
@@ -566,6 +567,33 @@ def test_equivalent_ignores_jitter_and_sees_flips() -> None:
 )
 def test_needs_observed_write(prev: dict[str, object] | None, new: Observed, age: float | None, write: bool) -> None:
     assert needs_observed_write(prev, new, age, min_interval=30.0) is write
+
+
+_WITHIN = Condition(OVER_BUDGET, "False", "WithinBudget", "the topic's traffic is within its budget")
+_OVER = Condition(OVER_BUDGET, "True", "BudgetExceeded", "the topic's traffic exceeds its budget: producer_byte_rate")
+_WRITTEN = {"source": "Scrape", "available": True, "bytesInPerSec": 100}
+
+
+@pytest.mark.parametrize(
+    ("prev", "prev_condition", "new", "age", "write"),
+    [
+        pytest.param(None, None, _WITHIN, 0.0, True, id="nothing written yet: write"),
+        pytest.param(_WRITTEN, None, _WITHIN, 0.0, True, id="no OverBudget stored: write"),
+        pytest.param(_WRITTEN, {"status": "False"}, _WITHIN, 5.0, False, id="no flip, the last write is recent: wait"),
+        pytest.param(_WRITTEN, {"status": "False"}, _WITHIN, 30.0, True, id="no flip, the interval passed: write"),
+        pytest.param(_WRITTEN, {"status": "False"}, _WITHIN, None, True, id="no flip, the age is unknown: write"),
+        pytest.param(_WRITTEN, {"status": "False"}, _OVER, 1.0, True, id="the budget was exceeded: write at once"),
+        pytest.param(_WRITTEN, {"status": "True"}, _WITHIN, 1.0, True, id="back within budget: write at once"),
+    ],
+)
+def test_needs_topic_observed_write(
+    prev: dict[str, object] | None,
+    prev_condition: dict[str, object] | None,
+    new: Condition,
+    age: float | None,
+    write: bool,
+) -> None:
+    assert needs_topic_observed_write(prev, prev_condition, new, age, min_interval=30.0) is write
 
 
 # -- topics --------------------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from kquota.domain.callback import (
 )
 from kquota.domain.entities import Entity
 from kquota.domain.status import STALLED, Condition, Outcome, Reason, render_cluster_status, render_status
-from kquota.kafka.quotas import ConnectionSettings
+from kquota.kafka.settings import ConnectionSettings
 from kquota.reconcile.records import ClusterConfig
 from tests.support.engine import Broker, Kube, engine, quota, reason
 

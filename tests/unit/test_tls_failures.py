@@ -7,7 +7,7 @@ import ssl
 import kafka.errors as kafka_errors
 import pytest
 
-from kquota.kafka.quotas import _is_tls_failure, _tls_hint
+from kquota.kafka.diagnosis import is_tls_failure, tls_hint
 
 # What kafka-python logged in each case, against Kafka 4.3.1's SSL and SASL_SSL listeners
 # (the host mismatch: Python's ssl against a certificate without the IP).
@@ -37,7 +37,7 @@ PLAINTEXT_PORT = "Handshake failed: [SSL: UNEXPECTED_EOF_WHILE_READING] EOF occu
     ],
 )
 def test_hint(detail: str, hint: str) -> None:
-    assert hint in _tls_hint(detail)
+    assert hint in tls_hint(detail)
 
 
 @pytest.mark.parametrize(
@@ -55,4 +55,4 @@ def test_hint(detail: str, hint: str) -> None:
     ],
 )
 def test_tls_failures_are_recognised(exc: object, tls: bool) -> None:
-    assert _is_tls_failure(exc) is tls
+    assert is_tls_failure(exc) is tls

@@ -9,6 +9,7 @@ import importlib.metadata
 import re
 import tomllib
 
+import pytest
 import yaml
 
 from kquota import __version__
@@ -29,10 +30,16 @@ def test_the_chart_deploys_this_version() -> None:
     assert values["image"]["tag"] in ("", __version__), "an empty tag means the chart's appVersion"
 
 
-def test_the_image_is_labelled_with_this_version() -> None:
-    dockerfile = (ROOT / "Dockerfile").read_text()
-    found = re.search(r"^ARG VERSION=(\S+)$", dockerfile, re.M)
+@pytest.mark.parametrize("dockerfile", ["Dockerfile", "Dockerfile.advisor"])
+def test_the_image_is_labelled_with_this_version(dockerfile: str) -> None:
+    found = re.search(r"^ARG VERSION=(\S+)$", (ROOT / dockerfile).read_text(), re.M)
     assert found is not None and found.group(1) == __version__
+
+
+def test_the_advisor_job_runs_this_versions_image() -> None:
+    job = yaml.safe_load((ROOT / "deploy" / "advisor" / "job.yaml").read_text())
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == f"ghcr.io/kquota/kquota-advisor:{__version__}"
 
 
 def test_confluent_kafka_is_an_extra_not_a_runtime_dependency() -> None:

@@ -268,7 +268,7 @@ def run_advise(args: argparse.Namespace) -> int:
             return 2
     # Spark is imported only now, so `kquota --help` and the other subcommands work without it.
     try:
-        from kquota.advisor.pipeline import AdviseOptions, advise, spark_session  # noqa: PLC0415
+        from kquota.advisor.pipeline import AdviseOptions, MemoryTooSmall, advise, spark_session  # noqa: PLC0415
         from kquota.advisor.schema import InputError  # noqa: PLC0415
     except ImportError as exc:
         print(f"kquota advise needs Spark: pip install 'kquota[spark]' ({exc})", file=sys.stderr)
@@ -313,7 +313,17 @@ def run_advise(args: argparse.Namespace) -> int:
         progress=not args.quiet,
         current=args.current,
     )
-    spark = spark_session(args.master, conf=dict(args.conf))
+    try:
+        spark = spark_session(args.master, conf=dict(args.conf))
+    except MemoryTooSmall as exc:
+        print(f"kquota advise: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:
+        if not _is_spark_failure(exc):
+            raise
+        # The JVM did not start (no Java, a bad --conf): Java's own error is above, on stderr.
+        print(f"kquota advise: Spark did not start: {str(exc).strip()[:400]}", file=sys.stderr)
+        return 1
     try:
         result = advise(spark, options)
     except InputError as exc:

@@ -13,40 +13,41 @@ datasets in the advisor's input schema, see :mod:`kquota.advisor.schema`):
   between two scrapes (the first scrape only sets the baseline; a counter that
   went down, i.e. a broker restart, gives no sample).
 
-Metric names are those of the Prometheus JMX exporter rules kquota ships for
-its test brokers (``harness/jmx-exporter.yaml``):
-``kafka_server_quota_{byte_rate,request_time,throttle_time}{resource,user,clientId}``
-and ``kafka_server_brokertopicmetrics_bytes{in,out}persec_total{topic}``.
-Label values are decoded the way Kafka encoded them: ``user`` is URL-encoded
-by Kafka's Sanitizer; a ``clientId`` with characters outside
-``[A-Za-z0-9_%. -]`` is JMX-quoted (``"c,1=x"`` with the quotes).
-
-Only the standard library does HTTP, so the collector needs no extra package;
+Metric names are the defaults of :class:`kquota.metrics.names.MetricNames`
+(the JMX exporter rules kquota ships, ``harness/jmx-exporter.yaml``). Pages are
+parsed, label values decoded and responses read (with the same size cap) by
+:mod:`kquota.metrics`, exactly as the operator does, so a principal reads the
+same here as in a resource's status; this module only turns samples into rows.
 Parquet is written through Spark (the advisor's dependency anyway).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
 import time
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
-
-from pyspark.sql import SparkSession
+from typing import TYPE_CHECKING, Any, Final
 
 from kquota.advisor.schema import CLIENT_COLUMNS, TOPIC_COLUMNS, empty_frame_schema
+from kquota.metrics.exposition import Sample, parse_text
+from kquota.metrics.http import MetricsUnavailable, fetch_text
+from kquota.metrics.jmx import decode_client_id, decode_user
+from kquota.metrics.names import MetricNames
+from kquota.metrics.prometheus import Fetch, PrometheusAPI, PromSeries
 
-QUOTA_BYTE_RATE: Final = "kafka_server_quota_byte_rate"
-QUOTA_REQUEST_TIME: Final = "kafka_server_quota_request_time"
-QUOTA_THROTTLE_TIME: Final = "kafka_server_quota_throttle_time"
-TOPIC_BYTES_IN: Final = "kafka_server_brokertopicmetrics_bytesinpersec_total"
-TOPIC_BYTES_OUT: Final = "kafka_server_brokertopicmetrics_bytesoutpersec_total"
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+NAMES: Final = MetricNames()
+QUOTA_BYTE_RATE: Final = NAMES.quota_prefix + "byte_rate"
+QUOTA_REQUEST_TIME: Final = NAMES.quota_prefix + "request_time"
+QUOTA_THROTTLE_TIME: Final = NAMES.quota_prefix + "throttle_time"
+TOPIC_BYTES_IN: Final = NAMES.bytes_in_total
+TOPIC_BYTES_OUT: Final = NAMES.bytes_out_total
 
 #: (metric, resource label) -> client sample column
 CLIENT_SERIES: Final[dict[tuple[str, str], str]] = {
@@ -66,106 +67,10 @@ class CollectError(RuntimeError):
     """The source could not be read; the message names it."""
 
 
-# --- Prometheus text format --------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Sample:
-    name: str
-    labels: dict[str, str]
-    value: float
-
-
-def _unescape(text: str) -> str:
-    out = []
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch == "\\" and i + 1 < len(text):
-            nxt = text[i + 1]
-            out.append({"n": "\n", "\\": "\\", '"': '"'}.get(nxt, "\\" + nxt))
-            i += 2
-            continue
-        out.append(ch)
-        i += 1
-    return "".join(out)
-
-
-def _parse_labels(text: str, line: str) -> tuple[dict[str, str], int]:
-    """Labels from just after ``{``; returns (labels, index just after ``}``)."""
-    labels: dict[str, str] = {}
-    i = 0
-    while True:
-        while i < len(text) and text[i] in " ,":
-            i += 1
-        if i < len(text) and text[i] == "}":
-            return labels, i + 1
-        eq = text.find("=", i)
-        if eq < 0 or eq + 1 >= len(text) or text[eq + 1] != '"':
-            raise ValueError(f"malformed labels in metrics line: {line!r}")
-        key = text[i:eq].strip()
-        j = eq + 2
-        raw = []
-        while j < len(text) and text[j] != '"':
-            if text[j] == "\\" and j + 1 < len(text):
-                raw.append(text[j : j + 2])
-                j += 2
-                continue
-            raw.append(text[j])
-            j += 1
-        if j >= len(text):
-            raise ValueError(f"unterminated label value in metrics line: {line!r}")
-        labels[key] = _unescape("".join(raw))
-        i = j + 1
-
-
-def parse_metrics(text: str, names: Iterable[str] | None = None) -> list[Sample]:
-    """Samples of the Prometheus text exposition format, optionally only the given metric names."""
-    wanted = set(names) if names is not None else None
-    out = []
-    for raw_line in text.splitlines():
-        line = raw_line.strip()
-        if not line or line.startswith("#"):
-            continue
-        brace = line.find("{")
-        space = line.find(" ")
-        if brace >= 0 and (space < 0 or brace < space):
-            name = line[:brace]
-            if wanted is not None and name not in wanted:
-                continue
-            labels, end = _parse_labels(line[brace + 1 :], line)
-            rest = line[brace + 1 + end :].split()
-        else:
-            name, _, tail = line.partition(" ")
-            if wanted is not None and name not in wanted:
-                continue
-            labels, rest = {}, tail.split()
-        if not rest:
-            raise ValueError(f"metrics line without a value: {line!r}")
-        out.append(Sample(name, labels, float(rest[0])))
-    return out
-
-
-def jmx_unquote(value: str) -> str:
-    """Undo ``javax.management.ObjectName.quote`` (used by Kafka for client-ids with special characters)."""
-    if len(value) < 2 or not (value.startswith('"') and value.endswith('"')):
-        return value
-    body = value[1:-1]
-    out = []
-    i = 0
-    while i < len(body):
-        if body[i] == "\\" and i + 1 < len(body):
-            out.append({"n": "\n"}.get(body[i + 1], body[i + 1]))
-            i += 2
-            continue
-        out.append(body[i])
-        i += 1
-    return "".join(out)
-
-
-def decode_user(value: str) -> str:
-    """Undo Kafka's ``Sanitizer.sanitize`` (URL encoding with %20 for spaces) of a user principal."""
-    return urllib.parse.unquote(value)
+def parse_page(text: str, names: Iterable[str]) -> list[Sample]:
+    """The samples of ``names`` in a metrics page; a malformed line of those metrics is an error (ValueError)."""
+    wanted = frozenset(names)
+    return [s for s in parse_text(text, tuple(sorted(wanted)), strict=True) if s.name in wanted]
 
 
 def _finite(value: float) -> float | None:
@@ -178,11 +83,14 @@ def client_rows(
     """Client sample rows (one per broker and bucket) from quota gauges of one moment."""
     rows: dict[tuple[str, str | None, str | None], dict[str, Any]] = {}
     for s in samples:
-        column = CLIENT_SERIES.get((s.name, s.labels.get("resource", "")))
+        column = CLIENT_SERIES.get((s.name, s.labels.get(NAMES.resource_label, "")))
         if column is None:
             continue
-        user = decode_user(s.labels["user"]) if s.labels.get("user") else None
-        client = jmx_unquote(s.labels["clientId"]) if s.labels.get("clientId") else None
+        # Kafka's JmxReporter drops empty tags; an empty label is a missing one, as in kquota.metrics.series.
+        raw_user = s.labels.get(NAMES.user_label)
+        raw_client = s.labels.get(NAMES.client_label)
+        user = decode_user(raw_user) if raw_user else None
+        client = decode_client_id(raw_client) if raw_client else None
         if user is None and client is None:
             continue
         b = broker_of(s) if broker_of else broker
@@ -197,7 +105,7 @@ def topic_counters(samples: Iterable[Sample]) -> dict[str, tuple[float | None, f
     """topic -> (bytes in counter, bytes out counter) from one scrape."""
     out: dict[str, list[float | None]] = {}
     for s in samples:
-        topic = s.labels.get("topic")
+        topic = s.labels.get(NAMES.topic_label)
         if not topic or s.name not in (TOPIC_BYTES_IN, TOPIC_BYTES_OUT):
             continue
         entry = out.setdefault(topic, [None, None])
@@ -237,13 +145,11 @@ def topic_rates(
 # --- sources ---------------------------------------------------------------------------
 
 
-def _get(url: str, timeout: float) -> str:
-    if not url.startswith(("http://", "https://")):
-        raise CollectError(f"{url}: only http(s) URLs are supported")
+def fetch_page(url: str, timeout: float) -> str:
+    """GET a metrics page through :func:`kquota.metrics.http.fetch_text` (size-capped); failures are CollectError."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - scheme checked above
-            return str(resp.read().decode("utf-8"))
-    except OSError as exc:
+        return fetch_text(url, timeout)
+    except MetricsUnavailable as exc:
         raise CollectError(f"{url}: {exc}") from exc
 
 
@@ -268,7 +174,7 @@ def scrape(
     duration: float,
     interval: float,
     timeout: float = 10.0,
-    fetch: Callable[[str, float], str] = _get,
+    fetch: Callable[[str, float], str] = fetch_page,
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
     on_round: Callable[[int, int, int], None] | None = None,
@@ -292,7 +198,7 @@ def scrape(
         # One timestamp per round for every broker, so the samples of a round line up across brokers.
         stamp = dt.datetime.fromtimestamp(round(moment, 3), dt.UTC)
         for broker, url in parsed:
-            samples = parse_metrics(fetch(url, timeout), names)
+            samples = parse_page(fetch(url, timeout), names)
             clients += client_rows(samples, broker, stamp)
             counters = topic_counters(samples)
             if broker in previous:
@@ -304,16 +210,11 @@ def scrape(
     return ScrapeResult(clients, topics, rounds)
 
 
-def _query_range(
-    base: str, query: str, start: float, end: float, step: float, timeout: float, fetch: Callable[[str, float], str]
-) -> list[dict[str, Any]]:
-    params = urllib.parse.urlencode({"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"})
-    url = f"{base.rstrip('/')}/api/v1/query_range?{params}"
-    body = json.loads(fetch(url, timeout))
-    if body.get("status") != "success":
-        raise CollectError(f"{url}: {body.get('errorType')}: {body.get('error')}")
-    result: list[dict[str, Any]] = body["data"]["result"]
-    return result
+def _query_range(api: PrometheusAPI, query: str, start: float, end: float, step: float) -> list[PromSeries]:
+    try:
+        return api.range(query, start, end, step)
+    except MetricsUnavailable as exc:
+        raise CollectError(f"{api.url}: query {query!r}: {exc}") from exc
 
 
 def chunks(start: float, end: float, step: float, max_points: int = MAX_POINTS) -> Iterator[tuple[float, float]]:
@@ -333,11 +234,16 @@ def prometheus_rows(
     broker_label: str = "instance",
     rate_window: str = "5m",
     timeout: float = 60.0,
-    fetch: Callable[[str, float], str] = _get,
+    fetch: Fetch | None = None,
 ) -> Iterator[tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
-    """(client rows, topic rows) per chunk of the range."""
+    """(client rows, topic rows) per chunk of the range.
+
+    Read through :class:`kquota.metrics.prometheus.PrometheusAPI` (``fetch`` is its transport, default the
+    size-capped :func:`kquota.metrics.http.get`).
+    """
     if end <= start:
         raise ValueError("the end of the range must be after its start")
+    api = PrometheusAPI(base, timeout, fetch)
     topic_queries = {
         "bytes_in_rate": f'rate({TOPIC_BYTES_IN}{{topic!=""}}[{rate_window}])',
         "bytes_out_rate": f'rate({TOPIC_BYTES_OUT}{{topic!=""}}[{rate_window}])',
@@ -345,23 +251,23 @@ def prometheus_rows(
     for lo, hi in chunks(start.timestamp(), end.timestamp(), step):
         client_samples: dict[float, list[Sample]] = {}
         for metric in (QUOTA_BYTE_RATE, QUOTA_REQUEST_TIME, QUOTA_THROTTLE_TIME):
-            for series in _query_range(base, metric, lo, hi, step, timeout, fetch):
-                labels = {str(k): str(v) for k, v in series["metric"].items()}
-                for ts, value in series["values"]:
-                    client_samples.setdefault(float(ts), []).append(Sample(metric, labels, float(value)))
+            for series in _query_range(api, metric, lo, hi, step):
+                labels = series.labels
+                for ts, value in series.points:
+                    client_samples.setdefault(ts, []).append(Sample(metric, labels, value))
         clients: list[dict[str, Any]] = []
         for ts, samples in sorted(client_samples.items()):
             stamp = dt.datetime.fromtimestamp(ts, dt.UTC)
             clients += client_rows(samples, "", stamp, lambda s: s.labels.get(broker_label, "unknown"))
         topic_map: dict[tuple[float, str, str], dict[str, Any]] = {}
         for column, query in topic_queries.items():
-            for series in _query_range(base, query, lo, hi, step, timeout, fetch):
-                labels = series["metric"]
-                for ts, value in series["values"]:
-                    key = (float(ts), str(labels.get(broker_label, "unknown")), str(labels["topic"]))
+            for series in _query_range(api, query, lo, hi, step):
+                labels = series.labels
+                for ts, value in series.points:
+                    key = (ts, str(labels.get(broker_label, "unknown")), str(labels[NAMES.topic_label]))
                     row = topic_map.setdefault(key, dict.fromkeys(TOPIC_FIELDS))
                     row.update(timestamp=dt.datetime.fromtimestamp(key[0], dt.UTC), broker=key[1], topic=key[2])
-                    row[column] = _finite(float(value))
+                    row[column] = _finite(value)
         topics = [r for r in topic_map.values() if r["bytes_in_rate"] is not None]
         for r in topics:
             if r["bytes_out_rate"] is None:

@@ -7,7 +7,9 @@ the literal types list the choices the CLI offers.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Final, Literal
 
 Level = Literal["as-measured", "user", "client-id"]
@@ -78,3 +80,80 @@ def local_driver_memory(total_bytes: int) -> str:
     """
     mib = int(total_bytes * DRIVER_MEMORY_SHARE) // (1024 * 1024)
     return f"{max(DRIVER_MEMORY_MIN_MIB, min(DRIVER_MEMORY_MAX_MIB, mib))}m"
+
+
+#: Where the cgroup hierarchies are mounted, and this process's cgroup membership.
+CGROUP_ROOT: Final = Path("/sys/fs/cgroup")
+SELF_CGROUP: Final = Path("/proc/self/cgroup")
+#: cgroup v1 writes "no limit" as a page-aligned LONG_MAX (v2 writes "max"): anything this large is none.
+_NO_LIMIT: Final = 1 << 60
+
+
+def cgroup_memory_limit(root: Path = CGROUP_ROOT, self_cgroup: Path = SELF_CGROUP) -> int | None:
+    """The memory limit, in bytes, of the cgroup this process runs in (a container's limit); None if none.
+
+    A container sees the host's memory in /proc/meminfo and sysconf, not its limit: a
+    driver sized from those is killed by the kernel long before Spark notices. Read
+    cgroup v2's ``memory.max`` or v1's ``memory.limit_in_bytes``, both at the mount's
+    root (what a container sees: runc mounts its own cgroup there, or a cgroup namespace
+    does) and along the process's path from /proc/self/cgroup (a process on a host
+    inside a limited cgroup, and that cgroup's parents, whose limits apply too);
+    the smallest wins.
+    """
+    candidates = [root / "memory.max", root / "memory" / "memory.limit_in_bytes"]
+    try:
+        membership = self_cgroup.read_text().splitlines()
+    except OSError:
+        membership = []
+    for line in membership:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        hierarchy, controllers, path = parts
+        relative = Path(path.lstrip("/"))
+        ancestors = [relative, *relative.parents]
+        if hierarchy == "0" and controllers == "":
+            # cgroup v2: the unified hierarchy at the root, or at unified/ next to v1's (hybrid).
+            candidates += [base / a / "memory.max" for base in (root, root / "unified") for a in ancestors]
+        elif "memory" in controllers.split(","):
+            candidates += [root / "memory" / a / "memory.limit_in_bytes" for a in ancestors]
+    limits = []
+    for candidate in candidates:
+        try:
+            text = candidate.read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit() and 0 < int(text) < _NO_LIMIT:
+            limits.append(int(text))
+    return min(limits) if limits else None
+
+
+def total_memory(root: Path = CGROUP_ROOT, self_cgroup: Path = SELF_CGROUP) -> int:
+    """The memory this process may use: the machine's, or its cgroup's limit when that is smaller.
+
+    1 GiB when the system will not say.
+    """
+    try:
+        physical = int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        physical = 1 << 30
+    limit = cgroup_memory_limit(root, self_cgroup)
+    return physical if limit is None else min(physical, limit)
+
+
+def local_memory_problem(total_bytes: int) -> str | None:
+    """Why local mode cannot run in ``total_bytes`` (None when it can), naming what to change.
+
+    The driver heap gets half the memory and at least 1 GiB; below 2 GiB the JVM's own
+    memory and Python would not fit next to that heap, and a container would be killed by
+    the kernel (exit 137, no message) instead of failing with one.
+    """
+    floor = 2 * DRIVER_MEMORY_MIN_MIB * 1024 * 1024
+    if total_bytes >= floor:
+        return None
+    return (
+        f"only {total_bytes // (1024 * 1024)} MiB of memory (the container's limit or the machine's); local mode "
+        f"needs at least {floor // (1024 * 1024)} MiB (a {DRIVER_MEMORY_MIN_MIB} MiB driver heap, and as much "
+        "again for the JVM and Python): raise the memory limit (resources.limits.memory of the Job), or set "
+        "--conf spark.driver.memory=... yourself"
+    )

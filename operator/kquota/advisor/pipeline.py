@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final, TextIO
@@ -30,7 +30,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
 from kquota.advisor import current, extract, load, schema, transform
-from kquota.advisor.params import Format, Params, ReportFormat, SkewPolicy, local_driver_memory
+from kquota.advisor.params import (
+    Format,
+    Params,
+    ReportFormat,
+    SkewPolicy,
+    local_driver_memory,
+    local_memory_problem,
+    total_memory,
+)
 
 #: Largest number of per-entity rows put into the JSON and HTML reports (all of them go to Parquet).
 MAX_REPORT_ENTITIES: Final = 10_000
@@ -66,12 +74,8 @@ class AdviseResult:
 # --- Spark session and progress ------------------------------------------------------
 
 
-def _total_memory() -> int:
-    """This machine's memory in bytes (1 GiB when the system will not say)."""
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        return 1 << 30
+class MemoryTooSmall(Exception):
+    """Local mode cannot run in the memory this process may use; the message says what to change."""
 
 
 def spark_session(
@@ -81,8 +85,9 @@ def spark_session(
 
     ``master`` None means ``local[*]``, except under spark-submit (which starts the JVM first and says
     so in ``PYSPARK_GATEWAY_PORT``), where the master and resources given to spark-submit apply.
-    In local mode the driver's memory is half the machine's (see ``local_driver_memory``) unless
-    ``spark.driver.memory`` or ``SPARK_DRIVER_MEMORY`` says otherwise.
+    In local mode the driver's memory is half the machine's, or of the container's memory limit
+    (see ``local_driver_memory`` and ``total_memory``), unless ``spark.driver.memory`` or
+    ``SPARK_DRIVER_MEMORY`` says otherwise; with less than 2 GiB it raises :class:`MemoryTooSmall`.
     """
     active = SparkSession.getActiveSession()
     if active is not None:
@@ -102,8 +107,13 @@ def spark_session(
         **({"spark.sql.shuffle.partitions": "8"} if local else {}),
     }
     if local and "spark.driver.memory" not in (conf or {}) and not os.environ.get("SPARK_DRIVER_MEMORY"):
-        # Local mode's one JVM is driver and executors: size it from the machine, not Spark's 1g.
-        settings["spark.driver.memory"] = local_driver_memory(_total_memory())
+        # Local mode's one JVM is driver and executors: size it from the machine (or the
+        # container's memory limit), not Spark's 1g; refuse before starting a JVM that cannot fit.
+        memory = total_memory()
+        problem = local_memory_problem(memory)
+        if problem is not None:
+            raise MemoryTooSmall(problem)
+        settings["spark.driver.memory"] = local_driver_memory(memory)
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
@@ -383,16 +393,20 @@ def advise(spark: SparkSession, options: AdviseOptions, echo: Callable[[str], No
             topics_df, topic_report = schema.validate_topics(
                 extract.read(spark, inputs.topics, topics_fmt), now, options.skew_tolerance, options.skew
             )
-        # The statistics and the capacity check (twice) read the samples one row per resource: explode
-        # them once into a cache, and drop the validated samples' cache once that one is filled.
-        with _persisted(transform.usage_long(transform.regroup(clients, params.level))) as usage:
+        # The statistics group the samples as they are (a sorted array per resource in one group per
+        # entity); only the capacity check reads them one row per resource. Both read the validated
+        # samples' cache: exploding every sample into a second cache first cost more than it saved.
+        # Re-keying (--level) is a shuffle of its own: cached too.
+        samples = transform.regroup(clients, params.level)
+        rekeyed = params.level != "as-measured"
+        with _persisted(samples) if rekeyed else nullcontext(samples) as samples:
+            usage = transform.usage_long(samples)
             progress.step("computing per-entity statistics and outliers")
-            stats = transform.entity_stats(usage)
+            stats = transform.entity_stats_wide(samples)
             flagged_df = transform.flag_outliers(
                 stats, params.outlier_alpha, params.outlier_top_k, params.min_population
             ).persist()
             flagged = _rows(flagged_df)
-            clients.unpersist()
             if not flagged:
                 raise schema.EmptyInputError("client samples: no usage values (every rate column is empty)")
             progress.step("recommending quotas")

@@ -11,7 +11,9 @@ The method (``docs/advisor.md`` explains it with an example):
    measured: ``user`` only, ``client-id`` only, or the ``(user, client-id)``
    pair (:func:`entity_kind`). :func:`regroup` can merge pairs up to users or
    client-ids first (summing their rates), to recommend at that level.
-2. **Per-entity statistics** (:func:`entity_stats`), per resource (produce,
+2. **Per-entity statistics** (:func:`entity_stats` over one row per sample and
+   resource, :func:`entity_stats_wide` over the samples as they are: the same
+   rows, the second is what the pipeline runs), per resource (produce,
    fetch, request): p50, p95, p99 and max of the per-broker rate over every
    sample, mean, peak-to-mean (max / mean), and throttled share (the fraction
    of samples whose throttle time was above zero). Quotas are per broker, so
@@ -190,6 +192,12 @@ def entity_stats(usage: DataFrame) -> DataFrame:
         sf.size(sf.collect_set("broker")).alias("brokers"),
         sf.avg(throttled).alias("throttled_share"),
     )
+    return _figures(stats)
+
+
+def _figures(stats: DataFrame) -> DataFrame:
+    """The statistics from each (entity, resource)'s sorted values ``_v``, brokers and throttled share."""
+
     v = sf.col("_v")
     # The mean is one pass over each array: computed once, then peak_to_mean reads the column.
     figures = stats.select(
@@ -217,6 +225,48 @@ def entity_stats(usage: DataFrame) -> DataFrame:
         sf.when(sf.col("mean") > 0, sf.col("max") / sf.col("mean")).alias("peak_to_mean"),
         "throttled_share",
     )
+
+
+def entity_stats_wide(samples: DataFrame) -> DataFrame:
+    """:func:`entity_stats` of ``usage_long(samples)``, the same rows and bits, from the samples as they are.
+
+    One group per entity holding a sorted array per resource, instead of one group per (entity,
+    resource) over the exploded rows: the shuffle moves each sample once with its two or three rates
+    rather than once per resource with the entity's key and the broker repeated, and nothing is
+    exploded or cached first. A resource an entity has no value for gets no row, as in the long form.
+    """
+
+    aggs: list[Column] = []
+    for r, (c, t) in RESOURCES.items():
+        value = sf.col(c)
+        # Only samples with a value count, as usage_long drops the others.
+        throttled = sf.when(value.isNotNull() & sf.col(t).isNotNull(), (sf.col(t) > 0).cast("double"))
+        aggs += [
+            sorted_values(c).alias(f"_v_{r}"),
+            sf.size(sf.collect_set(sf.when(value.isNotNull(), sf.col("broker")))).alias(f"_b_{r}"),
+            sf.avg(throttled).alias(f"_t_{r}"),
+        ]
+    grouped = samples.select(
+        entity_kind(sf.col("user"), sf.col("client_id")).alias("kind"), "user", "client_id", "broker",
+        *[sf.col(c) for pair in RESOURCES.values() for c in pair],
+    ).groupBy(*ENTITY).agg(*aggs)  # fmt: skip
+    per_resource = sf.array(
+        *[
+            sf.struct(
+                sf.lit(r).alias("resource"),
+                sf.col(f"_v_{r}").alias("_v"),
+                sf.col(f"_b_{r}").alias("brokers"),
+                sf.col(f"_t_{r}").alias("throttled_share"),
+            )
+            for r in RESOURCES
+        ]
+    )
+    long = (
+        grouped.select(*ENTITY, sf.explode(per_resource).alias("s"))
+        .select(*ENTITY, "s.resource", "s._v", "s.brokers", "s.throttled_share")
+        .filter(sf.size("_v") > 0)
+    )
+    return _figures(long)
 
 
 def normal_quantile_upper(tail: Column) -> Column:

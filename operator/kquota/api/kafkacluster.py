@@ -183,7 +183,7 @@ class ExporterNames(SpecModel):
 
     The defaults are the names of kquota's own JMX exporter rules
     (deploy/strimzi/kafka-metrics-kquota.yaml, harness/jmx-exporter.yaml);
-    ``kquota.kafka.metrics.MetricNames`` holds the same defaults for the
+    ``kquota.metrics.names.MetricNames`` holds the same defaults for the
     readers, and a unit test keeps the two equal.
     """
 

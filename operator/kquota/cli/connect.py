@@ -46,17 +46,11 @@ from kquota.domain.callback import CALLBACK_CONFIG, callbacks_from_configs
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.explain import number
 from kquota.domain.guard import APPROVAL_ANNOTATION, GuardLimits
-from kquota.domain.plan import Protection, UnmanagedPolicy
+from kquota.domain.plan import EntityChange, Protection, UnmanagedPolicy
 from kquota.domain.tenancy import Grant
-from kquota.kafka.quotas import (
-    ConnectionSettings,
-    EntityAlteration,
-    EntityResult,
-    KafkaNotAuthorized,
-    KafkaUnavailable,
-    QuotaAdmin,
-    QuotaRequestError,
-)
+from kquota.kafka.admin import QuotaAdmin
+from kquota.kafka.errors import EntityResult, KafkaNotAuthorized, KafkaUnavailable, QuotaRequestError
+from kquota.kafka.settings import ConnectionSettings
 
 if TYPE_CHECKING:
     from kquota.k8s.api import Kube
@@ -606,13 +600,13 @@ def read_callbacks(connection: ConnectionSettings) -> dict[int, str] | None:
     return callbacks_from_configs(configs)
 
 
-def broker_validate(connection: ConnectionSettings, alterations: Sequence[EntityAlteration]) -> list[EntityResult]:
-    """Ask the brokers to validate ``alterations`` without applying them (validate_only)."""
-    if not alterations:
+def broker_validate(connection: ConnectionSettings, changes: Sequence[EntityChange]) -> list[EntityResult]:
+    """Ask the brokers to validate ``changes`` without applying them (validate_only)."""
+    if not changes:
         return []
     admin = _admin(connection)
     try:
-        return admin.alter(alterations, validate_only=True)
+        return admin.alter(changes, validate_only=True)
     except (KafkaUnavailable, QuotaRequestError) as exc:
         raise TargetError(str(exc)) from None
     finally:

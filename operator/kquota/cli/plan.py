@@ -53,6 +53,7 @@ from kquota.domain.guard import APPROVAL_ANNOTATION, GuardHold, guard, hold_mess
 from kquota.domain.plan import (
     ClaimResolution,
     DesiredEntry,
+    EntityChange,
     Plan,
     Protection,
     ResourceRef,
@@ -63,8 +64,6 @@ from kquota.domain.plan import (
 from kquota.domain.status import Reason
 from kquota.domain.strimzi import StrimziOwnership
 from kquota.domain.tenancy import Grant, refusal
-from kquota.kafka.quotas import EntityAlteration
-from kquota.kafka.quotas import QuotaOp as AdapterOp
 
 EPILOG: Final = """\
 examples:
@@ -385,14 +384,10 @@ def make_report(
     return report, the_plan
 
 
-def alterations(report: Report, the_plan: Plan) -> list[EntityAlteration]:
-    """The broker requests for the changes shown (whole entities, as the operator sends them)."""
+def shown_changes(report: Report, the_plan: Plan) -> list[EntityChange]:
+    """The plan's changes to the entities shown (whole entities, as the operator sends them)."""
     shown = {r.entity for r in report.changes}
-    return [
-        EntityAlteration(c.entity, tuple(AdapterOp(op.key, op.value) for op in c.ops))
-        for c in the_plan.changes
-        if c.entity in shown
-    ]
+    return [c for c in the_plan.changes if c.entity in shown]
 
 
 # --- output ------------------------------------------------------------------------
@@ -610,7 +605,7 @@ def run(args: argparse.Namespace) -> int:
     report.fail_on_conflict = args.fail_on_conflict
     if args.broker_validate:
         try:
-            results = broker_validate(target.connection, alterations(report, the_plan))
+            results = broker_validate(target.connection, shown_changes(report, the_plan))
         except TargetError as exc:
             return common.error(str(exc))
         report.validated = True

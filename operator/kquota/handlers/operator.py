@@ -45,7 +45,7 @@ from kquota.domain.guard import APPROVAL_ANNOTATION
 from kquota.k8s import published
 from kquota.k8s.api import Kube, connect
 from kquota.k8s.ledger import LedgerStore
-from kquota.kafka.quotas import KafkaUnavailable
+from kquota.kafka.errors import KafkaUnavailable
 from kquota.reconcile.build import QUOTA_KINDS, ClusterResolver, record_from_body
 from kquota.reconcile.engine import ClusterReconciler
 from kquota.reconcile.orphans import OrphanReporter, RecordStore
@@ -196,6 +196,32 @@ def _index(kind: str) -> Any:
     return index
 
 
+#: How long a deletion handler waits for its keys to leave the brokers before Kopf retries it.
+RELEASE_WAIT_SECONDS = 60.0
+
+
+async def _released(engine: ClusterReconciler, uid: str) -> None:
+    """Wait until ``uid``'s keys are off the brokers, through Kafka outages, for RELEASE_WAIT_SECONDS.
+
+    A pass that finds Kafka unavailable fails every waiter at once; waiting
+    again (rather than handing back to Kopf, whose retry comes 10 s later)
+    lets the finalizer go with the first pass after Kafka is back (a broker
+    restart, a rotated password in the Secret). Each wait ends only when a
+    pass ends, so this does not spin.
+    """
+    deadline = asyncio.get_running_loop().time() + RELEASE_WAIT_SECONDS
+    while True:
+        left = deadline - asyncio.get_running_loop().time()
+        try:
+            await engine.wait_released(uid, timeout=max(left, 0.001))
+            return
+        except TimeoutError as exc:
+            raise kopf.TemporaryError(f"quota not yet removed from the brokers: {exc}", delay=10) from exc
+        except KafkaUnavailable as exc:
+            if asyncio.get_running_loop().time() >= deadline:
+                raise kopf.TemporaryError(f"quota not yet removed from the brokers: {exc}", delay=10) from exc
+
+
 def _delete(kind: str) -> Any:
     async def delete(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
         st = state(memo)
@@ -217,10 +243,7 @@ def _delete(kind: str) -> Any:
                 await st.kube.event(rec.object_ref, "Warning", "QuotaKept", message)
             st.records.pop(rec.ref.uid, None)
             return
-        try:
-            await engine.wait_released(rec.ref.uid, timeout=60)
-        except (KafkaUnavailable, TimeoutError) as exc:
-            raise kopf.TemporaryError(f"quota not yet removed from the brokers: {exc}", delay=10) from exc
+        await _released(engine, rec.ref.uid)
         st.records.pop(rec.ref.uid, None)
 
     delete.__name__ = f"{kind.lower()}_delete"

@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kquota.domain.decide import Decision, Rejection
 from kquota.domain.entities import Entity, QuotaKey
-from kquota.domain.plan import EntityChange, apply_ledger
+from kquota.domain.plan import apply_ledger
 from kquota.domain.status import Reason
-from kquota.kafka.quotas import EntityAlteration, KafkaNotAuthorized
-from kquota.kafka.quotas import QuotaOp as AdapterOp
+from kquota.kafka.errors import KafkaNotAuthorized
 from kquota.reconcile import metrics
 from kquota.reconcile.ports import LedgerPort, QuotaAdminPort
 
@@ -61,10 +60,6 @@ class Acted:
     acl_refusal: KafkaNotAuthorized | None
 
 
-def to_adapter(changes: Iterable[EntityChange]) -> list[EntityAlteration]:
-    return [EntityAlteration(c.entity, tuple(AdapterOp(op.key, op.value) for op in c.ops)) for c in changes]
-
-
 async def act(
     cluster: str,
     admin: QuotaAdminPort,
@@ -88,7 +83,7 @@ async def act(
         metrics.QUEUE_DEPTH.labels(cluster).set(len(sendable))
         metrics.BATCH_OPS.labels(cluster).observe(sum(len(c.ops) for c in sendable))
         try:
-            results = await asyncio.to_thread(admin.alter, to_adapter(sendable))
+            results = await asyncio.to_thread(admin.alter, sendable)
         except KafkaNotAuthorized as exc:
             # No ALTER_CONFIGS: roll back like a rejection below, but hold nothing back
             # (granting the ACL is enough), then end the pass in backoff.

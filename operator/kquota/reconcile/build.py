@@ -8,22 +8,13 @@ KafkaCluster, reading credentials from Secrets; they go into the connection
 settings only, which never print them. It runs on every reconcile pass, so a
 changed Secret takes effect on the next pass without touching the KafkaCluster.
 
-TLS material from Secrets (CA, client certificate and key) becomes files,
-because kafka-python and Python's ``ssl`` read only files: mode 0600, in a
-directory of this process's own (``mkdtemp``, mode 0700) so nobody can plant or
-read them, one file per content, the previous one of the same cluster removed
-when a Secret changes, and the directory removed at exit.
+TLS material from Secrets (CA, client certificate and key) becomes files
+through ``kquota.kafka.settings.tls_file``.
 """
 
 from __future__ import annotations
 
-import atexit
-import glob
-import hashlib
 import logging
-import os
-import shutil
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -40,9 +31,9 @@ from kquota.domain.strimzi import StrimziOwnership
 from kquota.domain.tenancy import Grant
 from kquota.k8s.api import Kube, SecretNotFound
 from kquota.kafka.jaas import JaasError, jaas_options
-from kquota.kafka.metrics import MetricNames
 from kquota.kafka.principal import CertificateError, subject_principal
-from kquota.kafka.quotas import ConnectionSettings
+from kquota.kafka.settings import ConnectionSettings, tls_file
+from kquota.metrics.names import MetricNames
 from kquota.reconcile.records import ClusterConfig, MetricsConfig, ResourceRecord
 from kquota.reconcile.settings import OperatorSettings
 from kquota.reconcile.strimzi import resolve as resolve_strimzi
@@ -112,42 +103,6 @@ def record_from_body(kind: str, body: Mapping[str, Any], default_cluster: str) -
     return ResourceRecord(entries=entries, display=display, extras=extras, **common)
 
 
-#: The process's private directory for TLS files (created on first use).
-_TLS_DIR: dict[str, str] = {}
-
-
-def _tls_dir() -> str:
-    # Not a fixed name under /tmp: anyone could create it first and plant a CA
-    # file there (the old name was derived from a public CA's content), or
-    # read keys in it. mkdtemp makes a fresh directory only this user can enter.
-    path = _TLS_DIR.get("path")
-    if path is None or not os.path.isdir(path):
-        path = tempfile.mkdtemp(prefix="kquota-tls-")
-        _TLS_DIR["path"] = path
-        atexit.register(shutil.rmtree, path, True)
-    return path
-
-
-def _tls_file(pem: str, cluster: str, kind: str) -> str:
-    """A private file holding ``pem``; the same path for the same content, so the connection is reused."""
-    directory = _tls_dir()
-    digest = hashlib.sha256(pem.encode()).hexdigest()[:16]
-    # Fixed length: with raw names, cluster "a"'s "a-ca-*" would match cluster "a-ca"'s files.
-    slug = hashlib.sha256(cluster.encode()).hexdigest()[:12]
-    path = os.path.join(directory, f"{slug}-{kind}-{digest}.pem")
-    if not os.path.exists(path):
-        fd, tmp = tempfile.mkstemp(prefix=f".{kind}-", suffix=".tmp", dir=directory)  # mode 0600
-        with os.fdopen(fd, "w") as fh:
-            fh.write(pem)
-        os.replace(tmp, path)
-        # A rotated Secret's old key must not linger. The connection that used it
-        # is replaced on this same pass, since its settings now differ.
-        for old in glob.glob(os.path.join(directory, f"{slug}-{kind}-*.pem")):
-            if old != path:
-                os.unlink(old)
-    return path
-
-
 def sasl_credentials(data: Mapping[str, str], username_key: str, password_key: str, where: str) -> tuple[str, str]:
     """The SASL username and password in a Secret's ``data``.
 
@@ -191,11 +146,11 @@ async def cluster_config(body: Mapping[str, Any], kube: Kube, settings: Operator
         strimzi = await resolve_strimzi(spec.strimzi, kube)
         conn: dict[str, Any] = dict(strimzi.connection)
         if strimzi.ca_pem is not None:
-            conn["ssl_cafile"] = _tls_file(strimzi.ca_pem, name, "ca")
+            conn["ssl_cafile"] = tls_file(strimzi.ca_pem, name, "ca")
         if strimzi.cert_pem is not None and strimzi.key_pem is not None:
             cert = strimzi.cert_pem
-            conn["ssl_certfile"] = _tls_file(strimzi.cert_pem, name, "cert")
-            conn["ssl_keyfile"] = _tls_file(strimzi.key_pem, name, "key")
+            conn["ssl_certfile"] = tls_file(strimzi.cert_pem, name, "cert")
+            conn["ssl_keyfile"] = tls_file(strimzi.key_pem, name, "key")
     else:
         conn = {
             "bootstrap_servers": spec.bootstrap_servers,
@@ -210,13 +165,13 @@ async def cluster_config(body: Mapping[str, Any], kube: Kube, settings: Operator
         )
     if strimzi is None and security and security.tls:
         ca = security.tls.ca_secret_ref
-        conn["ssl_cafile"] = _tls_file(await kube.secret_value(ca.namespace, ca.name, ca.key), name, "ca")
+        conn["ssl_cafile"] = tls_file(await kube.secret_value(ca.namespace, ca.name, ca.key), name, "ca")
         client = security.tls.client_cert_secret_ref
         if client is not None:
             cert = await kube.secret_value(client.namespace, client.name, client.cert_key)
             key = await kube.secret_value(client.namespace, client.name, client.key_key)
-            conn["ssl_certfile"] = _tls_file(cert, name, "cert")
-            conn["ssl_keyfile"] = _tls_file(key, name, "key")
+            conn["ssl_certfile"] = tls_file(cert, name, "cert")
+            conn["ssl_keyfile"] = tls_file(key, name, "key")
     # The operator's own principal: its SASL user, else (mutual TLS) its certificate's subject
     # as the brokers name it under the default mapping rules.
     own: set[str] = set()

@@ -47,7 +47,8 @@ from kquota.domain.ledger import LedgerFromNewerOperator
 from kquota.domain.outcomes import unavailable
 from kquota.domain.status import Reason
 from kquota.k8s.api import SecretNotFound
-from kquota.kafka.quotas import KafkaNotAuthorized, KafkaUnavailable, QuotaAdmin
+from kquota.kafka.admin import QuotaAdmin
+from kquota.kafka.errors import KafkaNotAuthorized, KafkaUnavailable
 from kquota.reconcile import metrics
 from kquota.reconcile.gather import ClusterNotReady, DuplicateCluster
 from kquota.reconcile.passes import FullPassYielded, Pass, PassReport

@@ -28,9 +28,9 @@ from kquota.domain.mutation import WINDOW_NUM, WINDOW_SIZE, ControllerWindow, wi
 from kquota.domain.observed import MetricsReading
 from kquota.domain.topic_outcomes import TopicFacts, probe_topic, topic_recs
 from kquota.domain.topics import TopicLayout
-from kquota.kafka.metrics import MetricsSource, read_quota_metrics
-from kquota.kafka.metrics import source_for as metrics_source_for
-from kquota.kafka.quotas import KafkaNotAuthorized
+from kquota.kafka.errors import KafkaNotAuthorized
+from kquota.metrics.sources import MetricsSource, read_quota_metrics
+from kquota.metrics.sources import source_for as metrics_source_for
 from kquota.reconcile.ports import LedgerPort, QuotaAdminPort
 from kquota.reconcile.records import ClusterConfig, ResourceRecord
 from kquota.reconcile.settings import OperatorSettings

@@ -1,6 +1,6 @@
 """What a reconcile pass needs of Kafka and Kubernetes, as Protocols.
 
-The adapters (:class:`~kquota.kafka.quotas.QuotaAdmin`,
+The adapters (:class:`~kquota.kafka.admin.QuotaAdmin`,
 :class:`~kquota.k8s.ledger.LedgerStore`, :class:`~kquota.k8s.api.Kube`) satisfy
 them as they are; the reconciler is typed against these ports, so an in-memory
 stand-in with the same methods is a valid argument without ``type: ignore``.
@@ -12,8 +12,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from kquota.domain.entities import Entity, QuotaKey
+from kquota.domain.plan import EntityChange
 from kquota.k8s.api import ObjectRef
-from kquota.kafka.quotas import EntityAlteration, EntityResult
+from kquota.kafka.errors import EntityResult
 
 Quotas = Mapping[Entity, Mapping[QuotaKey, float]]
 
@@ -24,7 +25,7 @@ class QuotaAdminPort(Protocol):
     def cluster_info(self) -> tuple[str, list[int]]: ...
     def describe_all(self) -> dict[Entity, dict[QuotaKey, float]]: ...
     def describe_entity(self, entity: Entity) -> dict[QuotaKey, float]: ...
-    def alter(self, alterations: Sequence[EntityAlteration]) -> list[EntityResult]: ...
+    def alter(self, changes: Sequence[EntityChange]) -> list[EntityResult]: ...
     def topic_leaders(self, topics: Sequence[str]) -> dict[str, dict[int, int]]: ...
     def topic_config_names(self, topic: str) -> set[str]: ...
     def broker_configs(self, broker_id: int, keys: Sequence[str]) -> dict[str, str]: ...

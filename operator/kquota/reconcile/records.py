@@ -14,8 +14,8 @@ from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.plan import Protection, ResourceRef, UnmanagedPolicy
 from kquota.domain.tenancy import Grant
 from kquota.k8s.api import ObjectRef
-from kquota.kafka.metrics import MetricNames
-from kquota.kafka.quotas import ConnectionSettings
+from kquota.kafka.settings import ConnectionSettings
+from kquota.metrics.names import MetricNames
 
 
 @dataclass(frozen=True, slots=True)

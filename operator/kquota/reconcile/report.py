@@ -24,6 +24,7 @@ from kquota.domain.observed import (
     TopicObserved,
     attribute,
     needs_observed_write,
+    needs_topic_observed_write,
     observe,
     observe_topic,
     previous_near_limit,
@@ -138,10 +139,18 @@ class Report(Events):
         if isinstance(obs, TopicObserved):
             topic_status: Mapping[str, Any] = obs.to_status()
             cond = obs.condition()
-            if prev.get("observed") is not None and not self._observed_due(rec.ref.uid, cond, prev_conditions):
-                topic_status = prev["observed"]
-            else:
+            since = self._observed_written.get(rec.ref.uid)
+            elapsed = None if since is None else time.monotonic() - since
+            if needs_topic_observed_write(
+                prev.get("observed"),
+                prev_conditions.get(cond.type),
+                cond,
+                elapsed,
+                self.settings.observed_min_interval,
+            ):
                 self._observed_written[rec.ref.uid] = time.monotonic()
+            else:
+                topic_status = prev["observed"]
             return dataclasses.replace(outcome, observed=topic_status, conditions=(*outcome.conditions, cond))
         since = self._observed_written.get(rec.ref.uid)
         elapsed = None if since is None else time.monotonic() - since
@@ -160,13 +169,6 @@ class Report(Events):
                 if (c := prev_conditions.get(t)) is not None
             )
         return dataclasses.replace(outcome, observed=status, conditions=(*outcome.conditions, *conds))
-
-    def _observed_due(self, uid: str, cond: Condition, prev_conditions: Mapping[str, Mapping[str, Any]]) -> bool:
-        old = prev_conditions.get(cond.type)
-        if old is None or old.get("status") != cond.status:
-            return True
-        since = self._observed_written.get(uid)
-        return since is None or time.monotonic() - since >= self.settings.observed_min_interval
 
     # -- statuses ------------------------------------------------------------------------
 

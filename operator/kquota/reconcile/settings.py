@@ -75,6 +75,13 @@ class OperatorSettings(BaseSettings):
     liveness_port: int = Field(8080, ge=0, description="Port of /healthz (0 disables).")
     kubeconfig: str | None = Field(None, description="Kubeconfig file; default in-cluster or $KUBECONFIG.")
     peering: str | None = Field(None, description="Kopf peering name for HA; None runs standalone.")
+    peering_lifetime: int = Field(
+        15,
+        ge=10,
+        le=3600,
+        description="Seconds a replica's peering record stays valid without a keep-alive: a standby takes over "
+        "at most this long after the active replica dies (a clean exit hands over at once).",
+    )
     log_format: str = Field("plain", pattern="^(plain|json)$")
     gc_freeze_seconds: float = Field(
         2.0,

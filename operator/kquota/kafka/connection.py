@@ -1,0 +1,186 @@
+"""One connection to a Kafka cluster: kafka-python's admin client, reconnecting after failures.
+
+No maintained Python client exposes the client-quota admin APIs
+(confluent-kafka/librdkafka has not shipped KIP-546), so kquota's requests are
+kafka-python's protocol classes sent through kafka-python's admin client
+connection. Everything kafka-python-specific (and untyped) about connecting
+stays in this module; the requests themselves are built in client_quotas.py and
+cluster_info.py.
+
+Calls are synchronous and may be made from several threads at once (the
+operator uses ``asyncio.to_thread``): kafka-python runs all network I/O on its
+own thread and its ``run`` is safe to call concurrently.
+
+The SASL password is kept out of kafka-python's debug log of its configuration
+(``_Secret``) and out of exception messages (``diagnosis.unavailable``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Final
+
+import kafka.errors as kafka_errors
+from kafka import KafkaAdminClient
+
+from kquota.kafka import diagnosis
+from kquota.kafka.settings import ConnectionSettings
+
+log = logging.getLogger(__name__)
+
+
+class _Secret(str):
+    """A password that is itself but prints as stars.
+
+    kafka-python logs its whole configuration at debug level when an admin
+    client starts (``%s`` of a dict, so the values' ``repr``); the SASL code only
+    encodes the value, which a ``str`` subclass supports unchanged.
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "'********'"
+
+
+# Transport-level failures worth another try on another broker, within the deadline.
+_RETRIABLE: Final[tuple[type[BaseException], ...]] = (
+    kafka_errors.KafkaConnectionError,
+    kafka_errors.NodeNotReadyError,
+    kafka_errors.RequestTimedOutError,
+    kafka_errors.KafkaTimeoutError,
+    kafka_errors.NotControllerError,
+)
+
+
+class _BootstrapFailed(Exception):
+    def __init__(self, cause: Exception, auth: Exception | None, tls: BaseException | None = None) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.auth = auth
+        self.tls = tls
+
+
+class _AdminClient(KafkaAdminClient):  # type: ignore[misc]  # kafka-python is untyped
+    """kafka-python's admin client plus a way to send any request to any broker.
+
+    ``_manager`` and ``send`` are what kafka-python's own admin methods use; a
+    subclass keeps that reliance in one spot.
+    """
+
+    def __init__(self, **configs: Any) -> None:
+        spy = diagnosis.AuthFailureSpy(f"kafka-io-{configs.get('client_id')}")
+        manager_log = logging.getLogger("kafka.net.manager")
+        manager_log.addFilter(spy)
+        try:
+            super().__init__(**configs)
+        except Exception as exc:
+            self._stop_io()
+            raise _BootstrapFailed(exc, spy.failure, spy.tls_failure) from exc
+        except BaseException:
+            self._stop_io()
+            raise
+        finally:
+            manager_log.removeFilter(spy)
+
+    def _stop_io(self) -> None:
+        # kafka-python starts its I/O thread before bootstrapping and does not
+        # stop it when the bootstrap fails: without this every failed connect
+        # attempt would leak a thread.
+        self._closed = False
+        with contextlib.suppress(Exception):  # best effort on an already failing path
+            self.close()
+
+    def send_any(self, request: Any, node_id: int | None = None) -> Any:
+        async def send() -> Any:
+            return await self._manager.send(request, node_id=node_id)
+
+        return self._manager.run(send)
+
+
+class Connection:
+    """A lazily opened admin client for one cluster; a failed request drops it, so the next one bootstraps again."""
+
+    def __init__(self, settings: ConnectionSettings) -> None:
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._client: _AdminClient | None = None
+
+    @property
+    def principal(self) -> str:
+        """The principal the brokers see, as ACLs name it (as far as kquota can tell)."""
+        return diagnosis.principal(self.settings)
+
+    def close(self) -> None:
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+    def connect(self) -> _AdminClient:
+        with self._lock:
+            if self._client is not None:
+                return self._client
+            s = self.settings
+            configs: dict[str, Any] = {
+                "bootstrap_servers": [b.strip() for b in s.bootstrap_servers.split(",") if b.strip()],
+                "client_id": s.client_id,
+                "security_protocol": s.security_protocol,
+                "request_timeout_ms": s.request_timeout_ms,
+                "bootstrap_timeout_ms": s.connect_timeout_ms,
+                "ssl_cafile": s.ssl_cafile,
+                "ssl_certfile": s.ssl_certfile,
+                "ssl_keyfile": s.ssl_keyfile,
+            }
+            if s.sasl_mechanism:
+                configs["sasl_mechanism"] = s.sasl_mechanism
+                configs["sasl_plain_username"] = s.sasl_username
+                configs["sasl_plain_password"] = None if s.sasl_password is None else _Secret(s.sasl_password)
+            try:
+                self._client = _AdminClient(**configs)
+            except _BootstrapFailed as failed:
+                raise diagnosis.unavailable(
+                    self.settings, "cannot connect to Kafka", failed.cause, failed.auth, failed.tls
+                ) from None
+            except (kafka_errors.KafkaError, OSError, ValueError) as exc:  # e.g. an unreadable CA file
+                raise diagnosis.unavailable(self.settings, "cannot connect to Kafka", exc, None) from None
+            return self._client
+
+    def send(self, request: Any, what: str, node_id: int | None = None) -> Any:
+        deadline = time.monotonic() + self.settings.request_timeout_ms / 1000
+        while True:
+            client = self.connect()
+            try:
+                return client.send_any(request, node_id)
+            except _RETRIABLE as exc:
+                if time.monotonic() >= deadline:
+                    self.drop(client)
+                    raise diagnosis.unavailable(self.settings, f"{what} failed", exc, None) from None
+                log.debug("%s failed (%s); retrying", what, type(exc).__name__)
+                time.sleep(0.2)
+            except kafka_errors.KafkaError as exc:
+                self.drop(client)
+                # A reconnect after a credential rotation fails here rather than in bootstrap.
+                auth = exc if isinstance(exc, kafka_errors.SaslAuthenticationFailedError) else None
+                raise diagnosis.unavailable(self.settings, f"{what} failed", exc, auth) from None
+
+    def drop(self, client: _AdminClient) -> None:
+        # A fresh client bootstraps again, which is what a moved cluster needs.
+        with self._lock:
+            if self._client is client:
+                self._client = None
+        with contextlib.suppress(Exception):  # closing a broken client must not hide the real error
+            client.close()
+
+    def call(self, what: str, call: Callable[[KafkaAdminClient], Any]) -> Any:
+        """Run one of kafka-python's own admin methods on the client (e.g. ``describe_topics``)."""
+        client = self.connect()
+        try:
+            return call(client)
+        except kafka_errors.KafkaError as exc:
+            self.drop(client)
+            raise diagnosis.unavailable(self.settings, f"{what} failed", exc, None) from None

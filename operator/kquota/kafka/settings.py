@@ -1,0 +1,77 @@
+"""How to reach the brokers: connection settings and TLS material as files.
+
+Credentials never leave ``ConnectionSettings``: they are kept out of reprs (and
+out of kafka-python's debug log and exception messages, see connection.py and
+diagnosis.py). TLS files (CA, client certificate and key) are passed to
+kafka-python as paths, because it and Python's ``ssl`` read only files.
+
+``tls_file`` writes TLS material from Secrets to such files: mode 0600, in a
+directory of this process's own (``mkdtemp``, mode 0700) so nobody can plant or
+read them, one file per content, the previous one of the same cluster removed
+when a Secret changes, and the directory removed at exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import glob
+import hashlib
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ConnectionSettings:
+    """How to reach the brokers. ``sasl_password`` never appears in the repr."""
+
+    bootstrap_servers: str
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: str | None = field(default=None, repr=False)
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    request_timeout_ms: int = 30_000
+    #: How long to keep trying to reach a first broker. A wrong password is only
+    #: reported once this runs out: kafka-python keeps retrying the bootstrap.
+    connect_timeout_ms: int = 10_000
+    client_id: str = "kquota"
+
+
+#: The process's private directory for TLS files (created on first use).
+_TLS_DIR: dict[str, str] = {}
+
+
+def _tls_dir() -> str:
+    # Not a fixed name under /tmp: anyone could create it first and plant a CA
+    # file there (the old name was derived from a public CA's content), or
+    # read keys in it. mkdtemp makes a fresh directory only this user can enter.
+    path = _TLS_DIR.get("path")
+    if path is None or not os.path.isdir(path):
+        path = tempfile.mkdtemp(prefix="kquota-tls-")
+        _TLS_DIR["path"] = path
+        atexit.register(shutil.rmtree, path, True)
+    return path
+
+
+def tls_file(pem: str, cluster: str, kind: str) -> str:
+    """A private file holding ``pem``; the same path for the same content, so the connection is reused."""
+    directory = _tls_dir()
+    digest = hashlib.sha256(pem.encode()).hexdigest()[:16]
+    # Fixed length: with raw names, cluster "a"'s "a-ca-*" would match cluster "a-ca"'s files.
+    slug = hashlib.sha256(cluster.encode()).hexdigest()[:12]
+    path = os.path.join(directory, f"{slug}-{kind}-{digest}.pem")
+    if not os.path.exists(path):
+        fd, tmp = tempfile.mkstemp(prefix=f".{kind}-", suffix=".tmp", dir=directory)  # mode 0600
+        with os.fdopen(fd, "w") as fh:
+            fh.write(pem)
+        os.replace(tmp, path)
+        # A rotated Secret's old key must not linger. The connection that used it
+        # is replaced on this same pass, since its settings now differ.
+        for old in glob.glob(os.path.join(directory, f"{slug}-{kind}-*.pem")):
+            if old != path:
+                os.unlink(old)
+    return path
