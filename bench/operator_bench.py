@@ -19,7 +19,13 @@ Measures, for each N in --sizes:
      (its ledger intact) to the first change applied;
   8. standing still again with the shipped defaults (drift check every 60 s,
      metrics every 5 s): measure 6 uses --drift-interval (10 s) so that measure 3
-     stays short, which makes every idle minute six full passes instead of one.
+     stays short, which makes every idle minute six full passes instead of one;
+  9. single changes sent while a full pass runs (a KafkaCluster spec edit starts
+     one 0-400 ms before the change), and the ownership ledger's size at N.
+
+``--tracemalloc FRAMES`` runs instead a memory profile of its own for each N:
+where the operator's memory goes per resource (tracemalloc's growth from no
+resource to N Ready, by allocation site), without timings (tracing slows it).
 
 The physical limit of each figure, measured in the same run on the same stack
 with nothing else in between (kquota's own adapter and the Kubernetes client):
@@ -49,6 +55,8 @@ import json
 import os
 import platform
 import queue
+import re
+import signal
 import statistics
 import tempfile
 import threading
@@ -129,6 +137,17 @@ class SizeResult:
     idle_default_drift_interval: float | None = None
     idle_default_cpu_percent: float | None = None
     idle_default_with_metrics_cpu_percent: float | None = None
+    # Single changes sent while a full pass runs (a KafkaCluster spec edit starts one just before).
+    full_pass_change_latencies: list[float] = field(default_factory=list)
+    full_pass_change_p50: float | None = None
+    full_pass_change_max: float | None = None
+    # The ownership ledger's ConfigMaps once all N are owned (the growth path: shards split at 1 MiB).
+    ledger_shards: int = 0
+    ledger_bytes: int = 0
+    # Mean milliseconds per phase (gather, decide, act, report): of the narrow passes the single
+    # changes made, and of the full passes (drift checks) while standing still.
+    narrow_phase_ms: dict[str, float] = field(default_factory=dict)
+    full_phase_ms: dict[str, float] = field(default_factory=dict)
 
 
 def _proc_stats(pid: int) -> tuple[float, float, float]:
@@ -304,6 +323,107 @@ def _watch_delivery(api: k8s.CustomObjectsApi, ns: str, samples: int) -> float:
     return statistics.median(delays)
 
 
+_PHASE = re.compile(r"kquota_reconcile_phase_seconds_(sum|count)\{([^}]*)\} (\S+)")
+
+
+def _phases(operator: OperatorProcess) -> dict[tuple[str, str, str], float]:
+    """The pass-phase histogram's sums and counts, keyed by (sum|count, phase, scope)."""
+    out: dict[tuple[str, str, str], float] = {}
+    for line in operator.metrics().splitlines():
+        if m := _PHASE.match(line):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2)))
+            key = (m.group(1), labels.get("phase", ""), labels.get("scope", ""))
+            out[key] = out.get(key, 0.0) + float(m.group(3))
+    return out
+
+
+def _phase_means(
+    before: dict[tuple[str, str, str], float], after: dict[tuple[str, str, str], float], scope: str
+) -> dict[str, float]:
+    """Mean milliseconds per phase of the ``scope`` passes made between two readings of :func:`_phases`."""
+    means = {}
+    for phase in ("gather", "decide", "act", "report"):
+        count = after.get(("count", phase, scope), 0.0) - before.get(("count", phase, scope), 0.0)
+        total = after.get(("sum", phase, scope), 0.0) - before.get(("sum", phase, scope), 0.0)
+        if count:
+            means[phase] = round(1000 * total / count, 2)
+    return means
+
+
+def _ledger_size(kube: KubeAPIServer, cluster: str) -> tuple[int, int]:
+    """(ConfigMaps, bytes of their data) of a cluster's ownership ledger."""
+    out = kube.kubectl("get", "configmap", "-n", LEDGER_NAMESPACE, "-l", f"kquota.io/ledger={cluster}", "-o", "json")
+    items = json.loads(out.stdout)["items"]
+    return len(items), sum(len(v.encode()) for cm in items for v in (cm.get("data") or {}).values())
+
+
+def _bench_namespace(kube: KubeAPIServer, kafka: KafkaCluster) -> tuple[str, k8s.CustomObjectsApi]:
+    """CRDs, the ledger namespace, the ``bench`` KafkaCluster and a namespace for the resources."""
+    kube.apply_crds()
+    ensure_ledger_namespace(kube)
+    kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest("bench", kafka.bootstrap))
+    ns = kube.create_namespace("bench")
+    k8s_config.load_kube_config(config_file=str(kube.kubeconfig))
+    return ns, k8s.CustomObjectsApi()
+
+
+def _one_change(
+    api: k8s.CustomObjectsApi, admin: QuotaAdmin, ns: str, i: int, value: int, expected: dict[int, float]
+) -> float:
+    """Seconds from patching resource ``i``'s producer rate to ``value`` until the broker has it."""
+    api.patch_namespaced_custom_object(
+        GROUP, VERSION, ns, "clientquotas", f"q{i}", {"spec": {"quota": {"producerByteRate": value}}}
+    )
+    t0 = time.monotonic()
+    entity = Entity.for_user(f"bench-{i}")
+    while admin.describe_entity(entity).get(P) != float(value):
+        time.sleep(0.005)
+    expected[i] = float(value)
+    return time.monotonic() - t0
+
+
+def _changes_meeting_full_pass(
+    kube: KubeAPIServer,
+    api: k8s.CustomObjectsApi,
+    admin: QuotaAdmin,
+    ns: str,
+    bootstrap: str,
+    n: int,
+    samples: int,
+    expected: dict[int, float],
+) -> list[float]:
+    """Seconds from a spec patch to the broker, for changes sent while a full pass runs.
+
+    A KafkaCluster spec edit (a protected client id nobody uses: a new generation)
+    makes the operator's next pass a full one; the change follows it after 0-400 ms,
+    so it meets that pass at its start, middle or end. A full pass must not hold a
+    narrow change back for its whole length.
+    """
+    latencies = []
+    for k in range(samples):
+        extra = {"protectedClientIds": [f"bench-nobody-{k}"]}
+        kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest("bench", bootstrap, extra))
+        time.sleep(0.04 * (k % 10))
+        i = (7919 * (k + 1)) % n
+        latencies.append(round(_one_change(api, admin, ns, i, 700_000 + k, expected), 4))
+        time.sleep(1.5)  # the pass ends; the next sample starts from quiet
+    kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest("bench", bootstrap))
+    return latencies
+
+
+def _settled(operator: OperatorProcess, quiet: float = 5.0, timeout: float = 600) -> None:
+    """Wait until the operator has made a pass and then wrote no status for ``quiet`` seconds."""
+    deadline = time.monotonic() + timeout
+    while operator.metric("kquota_reconcile_passes_total") < 1 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    last, since = operator.metric("kquota_status_writes_total"), time.monotonic()
+    while time.monotonic() - since < quiet and time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = operator.metric("kquota_status_writes_total")
+        if now != last:
+            last, since = now, time.monotonic()
+
+
 def _idle(operator: OperatorProcess, pid: int, seconds: float) -> tuple[float, float]:
     """(CPU % of one core, RSS MiB) of the operator over ``seconds`` with nothing changing."""
     _, _, cpu0 = _proc_stats(pid)
@@ -328,12 +448,7 @@ def run_size(
     operator = None
     admin = QuotaAdmin(ConnectionSettings(bootstrap_servers=kafka.bootstrap))
     try:
-        kube.apply_crds()
-        ensure_ledger_namespace(kube)
-        kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest("bench", kafka.bootstrap))
-        ns = kube.create_namespace("bench")
-        k8s_config.load_kube_config(config_file=str(kube.kubeconfig))
-        api = k8s.CustomObjectsApi()
+        ns, api = _bench_namespace(kube, kafka)
         # The limits first, with the N objects in the API server and no operator running.
         _create_all(kube, ns, n, create_clients)
         _limits(res, admin, api, ns, n, writers)
@@ -365,18 +480,10 @@ def run_size(
         res.passes = operator.metric("kquota_reconcile_passes_total")
 
         latencies = []
+        phases = _phases(operator)
         for j in range(changes):
-            i = j % n
-            value = 500_000 + j
-            api.patch_namespaced_custom_object(
-                GROUP, VERSION, ns, "clientquotas", f"q{i}", {"spec": {"quota": {"producerByteRate": value}}}
-            )
-            t0 = time.monotonic()
-            entity = Entity.for_user(f"bench-{i}")
-            while admin.describe_entity(entity).get(P) != float(value):
-                time.sleep(0.005)
-            latencies.append(time.monotonic() - t0)
-            expected[i] = float(value)
+            latencies.append(_one_change(api, admin, ns, j % n, 500_000 + j, expected))
+        res.narrow_phase_ms = _phase_means(phases, _phases(operator), "narrow")
         if latencies:
             latencies.sort()
             res.latency_p50 = statistics.median(latencies)
@@ -384,6 +491,12 @@ def run_size(
             res.latency_max = latencies[-1]
             res.p50_vs_round_trip = res.latency_p50 / res.limit_round_trip_seconds
             res.p50_vs_change_limit = res.latency_p50 / res.limit_change_seconds
+        if changes:
+            full = _changes_meeting_full_pass(kube, api, admin, ns, kafka.bootstrap, n, min(20, changes), expected)
+            res.full_pass_change_latencies = full
+            res.full_pass_change_p50 = statistics.median(full)
+            res.full_pass_change_max = max(full)
+        res.ledger_shards, res.ledger_bytes = _ledger_size(kube, "bench")
 
         for k in range(drift_runs):
             entity = Entity.for_user(f"bench-{n - 1 - k}")
@@ -397,10 +510,13 @@ def run_size(
 
         # 6. Standing still: drift passes only, then with the brokers' metrics read too.
         if idle_seconds > 0:
+            phases = _phases(operator)
             res.idle_cpu_percent, res.idle_rss_mib = _idle(operator, pid, idle_seconds)
+            res.full_phase_ms = _phase_means(phases, _phases(operator), "full")
             metrics = {"metrics": {"brokerEndpoints": [b.metrics_url for b in kafka.brokers]}}
             kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest("bench", kafka.bootstrap, metrics))
-            time.sleep(min(10.0, idle_seconds))  # the first scrape and status writes are not standing still
+            time.sleep(min(10.0, idle_seconds))  # the first scrape and its status writes are not standing still
+            _settled(operator, timeout=120)
             res.idle_with_metrics_cpu_percent, res.idle_with_metrics_rss_mib = _idle(operator, pid, idle_seconds)
             kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest("bench", kafka.bootstrap))
 
@@ -425,12 +541,14 @@ def run_size(
             res.idle_default_drift_interval = operator.drift_interval
             operator.start(timeout=300)
             pid = operator.proc.pid if operator.proc is not None else pid
-            time.sleep(min(15.0, idle_seconds))
+            # A restart re-reads all N objects before its first pass: that is not standing still.
+            _settled(operator)
             res.idle_default_cpu_percent, _ = _idle(operator, pid, idle_seconds)
             metrics = {"metrics": {"brokerEndpoints": [b.metrics_url for b in kafka.brokers]}}
             kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest("bench", kafka.bootstrap, metrics))
             # The first reading writes status.observed of every resource once: that is not standing still.
-            time.sleep(min(30.0, idle_seconds))
+            time.sleep(min(10.0, idle_seconds))
+            _settled(operator, timeout=120)
             res.idle_default_with_metrics_cpu_percent, _ = _idle(operator, pid, idle_seconds)
             kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest("bench", kafka.bootstrap))
 
@@ -453,6 +571,109 @@ def run_size(
         return res
     finally:
         admin.close()
+        if operator is not None:
+            operator.stop()
+        kube.stop()
+        kafka.stop()
+
+
+_GROWTH = re.compile(r"([+-][0-9.]+) MiB in ([+-][0-9]+) blocks since the baseline")
+_TRACED = re.compile(r"traced memory: ([0-9.]+) MiB now")
+_FRAME = re.compile(r'File "([^"]+)", line ([0-9]+)')
+
+
+def _site(frames: list[tuple[str, str]]) -> str:
+    """Where an allocation was made, named by the innermost frame in kquota or Kopf (else the innermost)."""
+    ours = [f for f in frames if "/kquota/" in f[0] or "/kopf/" in f[0]]
+    path, line = (ours or frames or [("?", "0")])[-1]
+    for root in ("/site-packages/", "/operator/"):
+        if root in path:
+            path = path.split(root, 1)[1]
+    return f"{path}:{line}"
+
+
+def _memory_dumps(log: str) -> list[tuple[float, list[tuple[float, int, str]]]]:
+    """The SIGUSR1 dumps in an operator log: (traced MiB now, [(MiB grown, blocks, site)])."""
+    dumps: list[tuple[float, list[tuple[float, int, str]]]] = []
+    lines = log.splitlines()
+    for idx, line in enumerate(lines):
+        if m := _TRACED.search(line):
+            dumps.append((float(m.group(1)), []))
+        elif (m := _GROWTH.search(line)) and dumps:
+            frames = []
+            for follow in lines[idx + 1 :]:
+                if _GROWTH.search(follow) or _TRACED.search(follow):
+                    break
+                if f := _FRAME.search(follow):
+                    frames.append((f.group(1), f.group(2)))
+            dumps[-1][1].append((float(m.group(1)), int(m.group(2)), _site(frames)))
+    return dumps
+
+
+def run_memory_profile(n: int, workdir: Path, frames: int, create_clients: int) -> dict[str, Any]:
+    """Where the operator's memory goes per resource: tracemalloc from no resources to N Ready.
+
+    A run of its own (tracing slows the operator, so none of its timings are
+    reported): the operator starts with ``KQUOTA_TRACEMALLOC`` set, SIGUSR1 takes
+    the baseline with no resource, the N resources are created and become Ready,
+    and a second SIGUSR1 logs the allocation sites that grew most since then.
+    """
+    kafka = KafkaCluster.start(workdir / f"mem-kafka-{n}")
+    kube = KubeAPIServer.start(workdir / f"mem-kube-{n}")
+    operator = None
+    try:
+        ns, api = _bench_namespace(kube, kafka)
+        operator = OperatorProcess(
+            kube,
+            workdir / f"mem-operator-{n}",
+            default_cluster="bench",
+            drift_interval=60.0,
+            verbose=False,
+            extra_env={"KQUOTA_TRACEMALLOC": str(frames)},
+        ).start()
+        assert operator.proc is not None
+        time.sleep(5)  # the first passes over an empty cluster settle
+        rss0, _, _ = _proc_stats(operator.proc.pid)
+
+        def dumped(count: int) -> bool:
+            return len(_memory_dumps(operator.log())) >= count if operator is not None else False
+
+        operator.proc.signal(signal.SIGUSR1)
+        while not dumped(1):
+            time.sleep(0.2)
+        _create_all(kube, ns, n, create_clients)
+        while _count_ready(api, ns) < n:
+            time.sleep(1.0)
+        time.sleep(5)
+        rss1, _, _ = _proc_stats(operator.proc.pid)
+        operator.proc.signal(signal.SIGUSR1)
+        deadline = time.monotonic() + 300
+        while not dumped(2) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        time.sleep(2)  # the 25 sites follow the summary line
+        dumps = _memory_dumps(operator.log())
+        before, after = dumps[0][0], dumps[1][0]
+        # Tracebacks that end in the same kquota or Kopf line are one site.
+        merged: dict[str, tuple[float, int]] = {}
+        for mib, blocks, site in dumps[1][1]:
+            old = merged.get(site, (0.0, 0))
+            merged[site] = (old[0] + mib, old[1] + blocks)
+        sites = sorted(((mib, blocks, site) for site, (mib, blocks) in merged.items()), key=lambda x: -x[0])
+        return {
+            "n": n,
+            "frames": frames,
+            "traced_mib_before": before,
+            "traced_mib_after": after,
+            "traced_kib_per_resource": (after - before) * 1024 / n,
+            "rss_mib_before": rss0,
+            "rss_mib_after": rss1,
+            "rss_kib_per_resource": (rss1 - rss0) * 1024 / n,
+            "sites": [
+                {"site": site, "mib": mib, "blocks": blocks, "bytes_per_resource": mib * 2**20 / n}
+                for mib, blocks, site in sites
+            ],
+        }
+    finally:
         if operator is not None:
             operator.stop()
         kube.stop()
@@ -512,10 +733,19 @@ def main() -> int:
     parser.add_argument("--writers", type=int, default=8, help="concurrent status writes when measuring their limit")
     parser.add_argument("--kafka-configs-entities", type=int, default=10)
     parser.add_argument("--naive-entities", type=int, default=500)
+    parser.add_argument(
+        "--tracemalloc",
+        type=int,
+        default=0,
+        metavar="FRAMES",
+        help="instead of the figures: where the operator's memory goes per resource (tracemalloc, FRAMES deep)",
+    )
     parser.add_argument("--out", type=Path, default=Path("bench/results/operator.json"))
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s]
     workdir = Path(tempfile.mkdtemp(prefix="kquota-bench-"))
+    if args.tracemalloc:
+        return _main_memory(sizes, workdir, args.tracemalloc, args.create_clients, args.out)
 
     kc_rate = baseline_kafka_configs(workdir, args.kafka_configs_entities)
     naive_rate = baseline_one_request_per_resource(workdir, args.naive_entities)
@@ -581,6 +811,19 @@ def main() -> int:
             f"{opt(r.idle_default_cpu_percent, '.1f'):>9} {opt(r.idle_default_with_metrics_cpu_percent, '.1f'):>8} "
             f"{opt(r.idle_rss_mib, '.0f'):>8} {opt(r.restart_to_first_change_seconds, '.2f'):>9}"
         )
+    print("\nmean ms per phase: narrow passes (single changes), full passes (drift checks, standing still)")
+    for r in results:
+        print(f"{r.n:>7} narrow {r.narrow_phase_ms}  full {r.full_phase_ms}")
+    print("\nchanges sent while a full pass runs, and the ownership ledger")
+    header = f"{'N':>7} {'p50 s':>7} {'max s':>7} {'x limit':>8} {'shards':>7} {'KiB':>8}"
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        print(
+            f"{r.n:>7} {opt(r.full_pass_change_p50, '.3f'):>7} {opt(r.full_pass_change_max, '.3f'):>7} "
+            f"{opt(r.full_pass_change_p50 / r.limit_change_seconds if r.full_pass_change_p50 else None, '.1f'):>8} "
+            f"{r.ledger_shards:>7} {r.ledger_bytes / 1024:8.0f}"
+        )
     doc = {
         "machine": {"node": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version()},
         "drift_interval_seconds": args.drift_interval,
@@ -594,6 +837,27 @@ def main() -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2))
     print(f"\nwrote {args.out}")
+    return 0
+
+
+def _main_memory(sizes: list[int], workdir: Path, frames: int, clients: int, out: Path) -> int:
+    profiles = [run_memory_profile(n, workdir, frames, clients) for n in sizes]
+    for prof in profiles:
+        print(
+            f"\nN={prof['n']}: traced {prof['traced_mib_before']:.1f} -> {prof['traced_mib_after']:.1f} MiB "
+            f"({prof['traced_kib_per_resource']:.1f} KiB per resource); RSS {prof['rss_mib_before']:.0f} -> "
+            f"{prof['rss_mib_after']:.0f} MiB ({prof['rss_kib_per_resource']:.1f} KiB per resource)"
+        )
+        print(f"{'MiB':>8} {'B/res':>7} {'blocks':>8}  site")
+        for site in prof["sites"][:15]:
+            print(f"{site['mib']:8.2f} {site['bytes_per_resource']:7.0f} {site['blocks']:8d}  {site['site']}")
+    doc = {
+        "machine": {"node": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version()},
+        "memory_profiles": profiles,
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2))
+    print(f"\nwrote {out}")
     return 0
 
 

@@ -198,6 +198,40 @@ def test_status_writes_wake_no_pass_and_a_users_annotation_does(stack: Stack) ->
     wait_broker(stack, Entity.for_user(user), {P: 4242.0})
 
 
+def test_a_drift_check_rewrites_a_status_edited_by_hand_and_leaves_the_others(stack: Stack) -> None:
+    # A status edited by hand (a false green or red for kstatus and Argo CD) is put back by the
+    # next drift check (every 3 s here); statuses nobody touched are not written again.
+    ns = stack.new_namespace()
+    user = uniq("edited")
+    for i in range(4):
+        apply(stack.kube, client_quota(ns, f"q{i}", {"user": {"name": f"{user}-{i}"}}, {"producerByteRate": 1000 + i}))
+    for i in range(4):
+        wait_ready(stack, ns, f"q{i}", reason="Applied")
+    time.sleep(4.0)  # a drift check has passed since every Ready write
+    versions = {i: get(stack.kube, "clientquota", ns, f"q{i}")["metadata"]["resourceVersion"] for i in range(1, 4)}
+    edited = {
+        "status": {
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "False",
+                    "reason": "EditedByHand",
+                    "message": "not what kquota wrote",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z",
+                }
+            ]
+        }
+    }
+    stack.kube.kubectl(
+        "patch", "clientquota", "q0", "-n", ns, "--subresource=status", "--type=merge", "-p", json.dumps(edited)
+    )
+    assert condition(get(stack.kube, "clientquota", ns, "q0")).get("reason") == "EditedByHand"
+    wait_ready(stack, ns, "q0", reason="Applied", timeout=20)
+    time.sleep(4.0)  # at least one more drift check
+    after = {i: get(stack.kube, "clientquota", ns, f"q{i}")["metadata"]["resourceVersion"] for i in range(1, 4)}
+    assert after == versions, "a drift check wrote statuses nobody had edited"
+
+
 def test_conflicting_resources_older_wins_and_newer_reports_conflict(stack: Stack) -> None:
     user = uniq("contested")
     ns = stack.new_namespace()

@@ -8,7 +8,7 @@ import kopf
 import pytest
 
 from kquota.handlers import operator as handlers
-from kquota.kafka.quotas import KafkaUnavailable
+from kquota.kafka.errors import KafkaUnavailable
 
 pytestmark = pytest.mark.unit
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -221,5 +221,77 @@ def test_a_lone_change_after_a_quiet_spell_goes_at_once_and_a_burst_waits_to_bec
             loop.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await loop
+
+    asyncio.run(run())
+
+
+class SlowBroker(Broker):
+    """A broker whose DescribeClientQuotas of everything takes ``delay`` seconds; logs what was read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.delay = 0.0
+        self.reads: list[str] = []
+
+    def describe_all(self) -> dict[Entity, dict[Any, float]]:
+        self.reads.append("all")
+        time.sleep(self.delay)
+        return super().describe_all()
+
+    def describe_entity(self, entity: Entity) -> dict[Any, float]:
+        self.reads.append(str(entity))
+        return super().describe_entity(entity)
+
+
+@contextlib.asynccontextmanager
+async def slow_full_passes(delay: float) -> AsyncIterator[tuple[SlowBroker, list[Any], ClusterReconciler]]:
+    """A running loop over q0 (u0) and q1 (u1), settled and quiet, whose full passes then read slowly."""
+    broker, kube = SlowBroker(), Kube()
+    records = [quota("q0", "u0", 100), quota("q1", "u1", 100)]
+    eng = engine(records, broker, kube)
+    loop = asyncio.create_task(eng.run())
+    try:
+        await until(lambda: broker.live.get(Entity.for_user("u1")) == {P: 100.0})
+        await asyncio.sleep(1.2)  # quiet, so the changes below are lone ones
+        broker.delay, broker.reads = delay, []
+        yield broker, records, eng
+    finally:
+        loop.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await loop
+
+
+def test_a_full_pass_gives_way_to_a_change_made_while_it_read_and_then_runs_whole() -> None:
+    async def run() -> None:
+        async with slow_full_passes(0.5) as (broker, records, eng):
+            eng.trigger()  # a full pass (as the drift check makes), reading slowly
+            await until(lambda: broker.reads == ["all"])
+            records[1] = quota("q1", "u1", 300, generation=2)
+            eng.trigger("q1")
+            await until(lambda: broker.live[Entity.for_user("u1")] == {P: 300.0})
+            await until(lambda: broker.reads.count("all") == 2)
+            # The full pass read, gave way before deciding anything, the change went narrow,
+            # then the full pass ran again from the start.
+            assert broker.reads[:3] == ["all", "users/u1", "all"], broker.reads
+            await until(lambda: not eng._gave_way)  # the full pass that followed ran to its end
+            assert eng._full is False
+
+    asyncio.run(run())
+
+
+def test_a_full_pass_gives_way_only_once_so_a_stream_of_changes_cannot_put_it_off() -> None:
+    async def run() -> None:
+        async with slow_full_passes(0.4) as (broker, records, eng):
+            eng.trigger()
+            for value in (200, 300):
+                # A change while each full pass reads: the first gives way, the second does not.
+                count = broker.reads.count("all")
+                await until(lambda c=count: broker.reads.count("all") == c + 1)
+                records[1] = quota("q1", "u1", value, generation=value)
+                eng.trigger("q1")
+                await until(lambda v=value: broker.live[Entity.for_user("u1")] == {P: float(v)})
+            # The second full pass ran whole (it had read its records before the second change),
+            # and the second change went narrow after it.
+            assert broker.reads == ["all", "users/u1", "all", "users/u1"], broker.reads
 
     asyncio.run(run())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 
@@ -10,7 +11,7 @@ from kquota.domain.contest import ContestTracker
 from kquota.domain.entities import Entity
 from kquota.domain.plan import UnmanagedPolicy, plan
 from kquota.domain.status import STALLED, Reason, merge_patch, value_text
-from kquota.reconcile.orphans import OrphanReporter
+from kquota.reconcile.orphans import OrphanReporter, RecordStore
 from kquota.reconcile.settings import OperatorSettings
 from tests.support.engine import Kube, client_quota
 from tests.support.quotas import C, P, R
@@ -138,3 +139,33 @@ def test_a_contest_ends_at_its_retry_time_even_when_nothing_drifts_again() -> No
     assert set(tracker.active(100)) == {(ALICE, P)}
     assert tracker.active(320) == {}
     assert not tracker.restored((ALICE, P), 330), "one restore after the retry is not a contest"
+
+
+def test_standing_still_the_orphan_reporter_examines_only_what_changed() -> None:
+    async def run() -> None:
+        kube = Kube()
+        records = RecordStore()
+        for i in range(1000):
+            rec = client_quota(f"q{i}", f"user-{i}", producerByteRate=1000)
+            records[rec.ref.uid] = rec
+        clusters: set[str] = {"c"}
+        reporter = OrphanReporter(kube, OperatorSettings(default_cluster="main"), records, clusters, settle=5)
+        assert await reporter.check(now=100.0) == 0
+        assert reporter.examined == 1000, "the first look reads everything"
+        assert await reporter.check(now=102.0) == 0
+        assert reporter.examined == 0, "nothing written since: nothing to read"
+        # A resource moved to a cluster that does not exist: only it is read, and reported once settled.
+        moved = replace(client_quota("q7", "user-7", producerByteRate=1000), cluster="gone")
+        records[moved.ref.uid] = moved
+        assert await reporter.check(now=104.0) == 0
+        assert reporter.examined == 1
+        assert await reporter.check(now=110.0) == 1, "still waiting, so still read, and reported after the settle"
+        assert reporter.examined == 1
+        assert kube.statuses["q7"]["conditions"][0]["reason"] == "ClusterNotFound"
+        # The KafkaCluster of everything goes away: every resource is read again and reported.
+        clusters.discard("c")
+        assert await reporter.check(now=112.0) == 0
+        assert reporter.examined == 1000
+        assert await reporter.check(now=118.0) == 999
+
+    asyncio.run(run())

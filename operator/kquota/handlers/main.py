@@ -18,6 +18,7 @@ from prometheus_client import start_http_server
 
 from kquota.handlers import kopf_startup
 from kquota.handlers import operator as handlers
+from kquota.handlers.gc_policy import RECLAIM_SECONDS, GcPolicy
 from kquota.reconcile.settings import OperatorSettings
 
 
@@ -162,6 +163,7 @@ def kopf_settings(settings: OperatorSettings) -> kopf.OperatorSettings:
 def run(settings: OperatorSettings, verbose: bool = False) -> int:
     _limit_malloc_arenas()
     _memory_diagnostics()
+    GcPolicy(settings.gc_freeze_seconds, RECLAIM_SECONDS).start()
     _logging(settings, verbose)
     if settings.kubeconfig:
         os.environ["KUBECONFIG"] = settings.kubeconfig

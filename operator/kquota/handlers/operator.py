@@ -48,7 +48,7 @@ from kquota.k8s.ledger import LedgerStore
 from kquota.kafka.errors import KafkaUnavailable
 from kquota.reconcile.build import QUOTA_KINDS, ClusterResolver, record_from_body
 from kquota.reconcile.engine import ClusterReconciler
-from kquota.reconcile.orphans import OrphanReporter
+from kquota.reconcile.orphans import OrphanReporter, RecordStore
 from kquota.reconcile.records import ResourceRecord
 from kquota.reconcile.settings import OperatorSettings
 
@@ -69,7 +69,7 @@ class OperatorState:
     #: The running reconciler of each KafkaCluster, by name.
     engines: dict[str, ClusterReconciler] = field(default_factory=dict)
     #: Every quota resource's latest record by uid, for the resources no reconciler covers.
-    records: dict[str, ResourceRecord] = field(default_factory=dict)
+    records: RecordStore = field(default_factory=RecordStore)
     #: Each KafkaCluster that exists, by name: (creationTimestamp, status.clusterId);
     #: a second one for a Kafka cluster is refused.
     cluster_facts: dict[str, tuple[str, str | None]] = field(default_factory=dict)

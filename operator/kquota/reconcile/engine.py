@@ -51,7 +51,7 @@ from kquota.kafka.admin import QuotaAdmin
 from kquota.kafka.errors import KafkaNotAuthorized, KafkaUnavailable
 from kquota.reconcile import metrics
 from kquota.reconcile.gather import ClusterNotReady, DuplicateCluster
-from kquota.reconcile.passes import Pass, PassReport
+from kquota.reconcile.passes import FullPassYielded, Pass, PassReport
 from kquota.reconcile.ports import LedgerPort, QuotaAdminPort, StatusWriter
 from kquota.reconcile.records import ClusterConfig, ResourceRecord
 from kquota.reconcile.settings import OperatorSettings
@@ -114,6 +114,13 @@ class ClusterReconciler(Pass):
         # Narrow passes: the resources changed since the last pass, and whether a full pass is due anyway.
         self._dirty: set[str] = set()
         self._full = True
+        #: A full pass gave way to changes; they go next (narrow), then the full pass again, which
+        #: does not give way a second time (a stream of changes cannot put a full pass off forever).
+        self._gave_way = False
+        #: The narrow pass for the changes a full pass gave way to is due (once).
+        self._narrow_first = False
+        #: Passes run by :meth:`run` (the loop) may give way; one called directly runs whole.
+        self._looping = False
         #: The KafkaCluster's (generation, removal approval) last seen (a change means a full pass).
         self._cluster_version: tuple[int, str | None] | None = None
 
@@ -166,6 +173,7 @@ class ClusterReconciler(Pass):
 
     async def run(self, stopped: asyncio.Event | None = None) -> None:
         backoff = 1.0
+        self._looping = True
         self.trigger()
         while stopped is None or not stopped.is_set():
             # On timeout this is the drift check: a pass with nothing changed on our side.
@@ -177,14 +185,15 @@ class ClusterReconciler(Pass):
                 # check is due, only the metrics are read (and the statuses they change).
                 if await self._observe_between_drift_checks():
                     continue
-                # The drift check covers everything; re-render every status too,
-                # in case someone edited one by hand.
+                # The drift check covers everything, statuses too: one edited by hand
+                # since kquota wrote it is rendered and written again.
                 self._full = True
-                self._rendered.clear()
+                self._check_stored = True
             # A change after a quiet second goes at once; changes that follow one another
             # closely (kubectl apply of a directory, a prune) wait a little to become one pass.
             burst = self._pending > 1 or time.monotonic() - idle_since < BURST_GAP_SECONDS
-            if self.settings.coalesce_seconds and burst:
+            # (Not the changes a full pass just gave way to: they have waited already.)
+            if self.settings.coalesce_seconds and burst and not self._narrow_first:
                 await asyncio.sleep(self.settings.coalesce_seconds)
             self._pending = 0
             self._wake.clear()
@@ -192,15 +201,29 @@ class ClusterReconciler(Pass):
             self._first_trigger = None
             # While removals are held, every pass is full: the held set, and so the id an
             # approval names, must be the whole picture, not a narrow pass's part of it.
-            scope = None if self._full or self._hold is not None else frozenset(self._dirty)
-            self._full = False
+            if self._narrow_first and self._dirty and self._hold is None:
+                # The changes a full pass gave way to; the full pass stays due and follows at once.
+                scope: frozenset[str] | None = frozenset(self._dirty)
+                self._narrow_first = False
+                self._wake.set()
+            else:
+                scope = None if self._full or self._hold is not None else frozenset(self._dirty)
+                self._full = False
             self._dirty.clear()
             try:
                 await self.reconcile_once(scope)
+                if scope is None:
+                    self._gave_way = False
                 backoff = 1.0
                 self._newer_ledger_announced = None
                 if started is not None:
                     metrics.CHANGE_LATENCY_SECONDS.labels(self.name).observe(time.monotonic() - started)
+            except FullPassYielded:
+                metrics.PASSES.labels(self.name, "yielded").inc()
+                self._gave_way = True
+                self._narrow_first = True
+                self._full = True
+                self._wake.set()
             except (
                 KafkaUnavailable,
                 KafkaNotAuthorized,
@@ -234,6 +257,10 @@ class ClusterReconciler(Pass):
                 await self._back_off(backoff)
                 backoff = min(backoff * 2, self.settings.retry_max_seconds)
                 self._wake.set()
+
+    def _full_gives_way(self) -> bool:
+        """Whether the full pass under way should stop for the changes that arrived meanwhile."""
+        return self._looping and bool(self._dirty) and not self._gave_way and self._hold is None
 
     async def _observe_between_drift_checks(self) -> bool:
         """A metrics reading instead of a full pass, when nothing else is due (see Pass.observe_once)."""

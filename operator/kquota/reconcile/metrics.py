@@ -10,6 +10,12 @@ RECONCILE_SECONDS = Histogram(
     ["cluster"],
     buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
 )
+PHASE_SECONDS = Histogram(
+    "kquota_reconcile_phase_seconds",
+    "Duration of each phase of a pass (gather, decide, act, report) by scope (full, narrow): what bounds a pass.",
+    ["cluster", "scope", "phase"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
 CHANGE_LATENCY_SECONDS = Histogram(
     "kquota_change_latency_seconds",
     "From a resource change seen to its quota applied on the brokers.",

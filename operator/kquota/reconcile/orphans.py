@@ -11,6 +11,12 @@ the operator's start-up listing, which may index quota resources before the
 KafkaClusters, never produces a false report). A stale status from before
 the KafkaCluster went away (Applied, KafkaUnavailable) is rewritten the same
 way. When the KafkaCluster appears, its reconciler's first pass takes over.
+
+Standing still costs nothing per resource: the records live in a
+:class:`RecordStore`, which remembers the uids written since the last look,
+so a look re-reads only those, the ones still waiting out the settle time,
+and everything only when the set of KafkaClusters changed (a plain mapping
+is scanned whole on every look: 16 ms at 10,000 resources, every 2 s).
 """
 
 from __future__ import annotations
@@ -19,7 +25,8 @@ import asyncio
 import datetime as dt
 import logging
 import time
-from collections.abc import Mapping, MutableMapping, Set
+from collections import UserDict
+from collections.abc import Iterable, Mapping, MutableMapping, Set
 
 from kquota.domain.status import Outcome, Reason, merge_patch, needs_write, render_status
 from kquota.reconcile.ports import StatusWriter
@@ -48,6 +55,27 @@ def orphan_outcome(rec: ResourceRecord, default_cluster: str) -> Outcome:
     return Outcome(Reason.CLUSTER_NOT_FOUND, message, dict(applied), False)
 
 
+class RecordStore(UserDict[str, ResourceRecord]):
+    """Every quota resource's latest record by uid, remembering the uids written or removed since :meth:`drain`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._changed: set[str] = set()
+
+    def __setitem__(self, uid: str, rec: ResourceRecord) -> None:
+        super().__setitem__(uid, rec)
+        self._changed.add(uid)
+
+    def __delitem__(self, uid: str) -> None:
+        super().__delitem__(uid)
+        self._changed.add(uid)
+
+    def drain(self) -> set[str]:
+        """The uids changed since the last call (and forget them)."""
+        changed, self._changed = self._changed, set()
+        return changed
+
+
 class OrphanReporter:
     """Writes ClusterNotFound on resources whose KafkaCluster is missing, in the background."""
 
@@ -68,6 +96,10 @@ class OrphanReporter:
         #: uid -> (generation, cluster) whose ClusterNotFound status is written.
         self._reported: dict[str, tuple[int, str]] = {}
         self._task: asyncio.Task[None] | None = None
+        #: The KafkaClusters at the last look (None: no look yet); a change means a look at everything.
+        self._clusters_seen: frozenset[str] | None = None
+        #: How many records the last look examined (for tests: standing still examines none).
+        self.examined = 0
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="kquota-orphans")
@@ -95,14 +127,18 @@ class OrphanReporter:
                 raise
             except Exception:
                 log.warning("reporting resources without a KafkaCluster failed", exc_info=True)
+                self._clusters_seen = None  # the changes drained by the failed look: look at everything
             await asyncio.sleep(INTERVAL_SECONDS)
 
     async def check(self, now: float | None = None) -> int:
         """One look: write the statuses that are due; returns how many were written."""
         now = time.monotonic() if now is None else now
         due: list[ResourceRecord] = []
-        for uid, rec in list(self.records.items()):
-            if rec.deleting or rec.cluster in self.clusters:
+        self.examined = 0
+        for uid in self._candidates():
+            rec = self.records.get(uid)
+            self.examined += 1
+            if rec is None or rec.deleting or rec.cluster in self.clusters:
                 self._since.pop(uid, None)
                 self._reported.pop(uid, None)
                 continue
@@ -113,6 +149,16 @@ class OrphanReporter:
         for rec in due:
             written += await self._report(rec)
         return written
+
+    def _candidates(self) -> Iterable[str]:
+        """The uids whose orphan state may have changed since the last look."""
+        clusters = frozenset(self.clusters)
+        changed = self.records.drain() if isinstance(self.records, RecordStore) else None
+        if changed is None or clusters != self._clusters_seen:
+            self._clusters_seen = clusters
+            return list(self.records)
+        # Written since, still settling, or reported (a reported one leaves when its cluster appears).
+        return changed | self._since.keys()
 
     async def _report(self, rec: ResourceRecord) -> int:
         outcome = orphan_outcome(rec, self.settings.default_cluster)

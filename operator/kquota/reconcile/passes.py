@@ -60,6 +60,10 @@ class PassReport:
     outcomes: dict[str, Outcome] = field(default_factory=dict)
 
 
+class FullPassYielded(Exception):
+    """A full pass stopped before it changed anything, so the changes waiting behind it go first."""
+
+
 class Pass(Gather, Report):
     """One pass and what it remembers (part of :class:`~kquota.reconcile.engine.ClusterReconciler`)."""
 
@@ -67,6 +71,9 @@ class Pass(Gather, Report):
     trigger: Callable[[], None]
     _wake_full: Callable[[], None]
     _last_trigger: float
+    #: Provided by the loop: whether a full pass that has changed nothing yet should give way
+    #: to resource changes that arrived while it read (see ClusterReconciler.run).
+    _full_gives_way: Callable[[], bool]
 
     def _init_pass(self) -> None:
         self._rejections: dict[Entity, Rejection] = {}
@@ -95,8 +102,17 @@ class Pass(Gather, Report):
         # Whatever this pass changes, the last one's outcomes are no basis for a metrics reading any more.
         self._observe_basis = None
         inp = await self.gather(scope)
+        gathered = time.monotonic()
+        # Reading everything (a full pass) takes long at 10,000 resources; a change that came
+        # in meanwhile goes first rather than wait for the rest of this pass, which has
+        # changed nothing yet (so giving way loses only the reads).
+        if inp.full and self._full_gives_way():
+            raise FullPassYielded
         decision = decide(self._decide_input(inp))
+        if inp.full and self._full_gives_way():
+            raise FullPassYielded
         self._decided(decision)
+        decided = time.monotonic()
         acted = await act(
             self.name,
             inp.admin,
@@ -106,6 +122,7 @@ class Pass(Gather, Report):
             time.monotonic() + self.settings.rejected_retry_seconds,
         )
         self._acted(inp, acted)
+        done_acting = time.monotonic()
         if acted.acl_refusal is not None:
             raise acted.acl_refusal
         if inp.full:
@@ -123,6 +140,14 @@ class Pass(Gather, Report):
             self.last_full_at = time.monotonic()
             self._observe_basis = _ObserveBasis(decision.records, decision.claimers, after, result)
         self._log_pass(inp, report, started)
+        scope_label = "full" if inp.full else "narrow"
+        for phase, seconds in (
+            ("gather", gathered - started),
+            ("decide", decided - gathered),
+            ("act", done_acting - decided),
+            ("report", time.monotonic() - done_acting),
+        ):
+            metrics.PHASE_SECONDS.labels(self.name, scope_label, phase).observe(seconds)
         return report
 
     async def _repair_ledger(self, ledger: Ledger) -> None:

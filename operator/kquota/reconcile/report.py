@@ -75,6 +75,8 @@ class Report(Events):
         self._written: dict[str, Mapping[str, Any]] = {}
         #: (generation, outcome) whose status is known to be on the object: no need to render again.
         self._rendered: dict[str, tuple[int, Outcome]] = {}
+        #: Set by the drift check: the next full pass compares each stored status with what kquota wrote.
+        self._check_stored = False
         # The latest observation per resource, and when status.observed was written.
         self._observed: dict[str, Observed | TopicObserved] = {}
         self._observed_written: dict[str, float] = {}
@@ -190,6 +192,12 @@ class Report(Events):
             # Most resources are unchanged in most passes: skip rendering them.
             # (Observed metrics change on their own: those render when the observation does.)
             uid = rec.ref.uid
+            if self._check_stored and uid in self._written and rec.status != self._written[uid]:
+                # Changed since kquota wrote it (kubectl edit --subresource=status, a restore from
+                # backup): render it again on what is stored. One comparison per resource, no
+                # rendering: at 10,000 resources re-rendering every status was most of a drift check.
+                del self._written[uid]
+                self._rendered.pop(uid, None)
             memo = (rec.generation, outcome)
             obs = self._observed.get(uid)
             if self._rendered.get(uid) == memo and (obs is None or self._observed_shown.get(uid) == obs):
@@ -215,6 +223,7 @@ class Report(Events):
                 events.append((rec, outcome))
             flips.extend((rec, c) for c in _flipped_true(prev, new, ("Throttled", "OverBudget")))
         if prune:
+            self._check_stored = False
             for uid in list(self._written):
                 if uid not in live_uids:
                     del self._written[uid]

@@ -83,3 +83,9 @@ class OperatorSettings(BaseSettings):
         "at most this long after the active replica dies (a clean exit hands over at once).",
     )
     log_format: str = Field("plain", pattern="^(plain|json)$")
+    gc_freeze_seconds: float = Field(
+        2.0,
+        ge=0,
+        description="Seconds after which surviving objects are frozen out of the garbage collector's full scans "
+        "(kquota.handlers.gc_policy); 0 leaves CPython's collector as it is.",
+    )
