@@ -286,7 +286,7 @@ def test_controller_mutation_quota_throttles_topic_creation(
     kafka: KafkaCluster, admin: QuotaAdmin, watches: list[Watch], scram_user: tuple[str, str]
 ) -> None:
     """librdkafka sends CreateTopics v4, which the broker throttles by delaying the answer (no error); on KRaft the
-    ControllerMutation throttle-time stays NaN, so kquota reads the token bucket's debt (domain/observed.py)."""
+    ControllerMutation throttle-time stays NaN, so kquota reads the token bucket's debt (domain/observed/)."""
     user, password = scram_user
     entity = Entity.for_user(user)
     set_quota(kafka, admin, ["--entity-type", "users", "--entity-name", user], entity, controller_mutation_rate=1)
