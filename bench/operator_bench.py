@@ -411,6 +411,11 @@ def _changes_meeting_full_pass(
     return latencies
 
 
+#: A reading's first status.observed may be held back observedMinInterval (30 s) after the one before
+#: it (not available yet, then available): quiet for longer than that is standing still.
+_OBSERVED_SETTLE = float(OperatorSettings.model_fields["observed_min_interval"].default) + 10.0
+
+
 def _settled(operator: OperatorProcess, quiet: float = 5.0, timeout: float = 600) -> None:
     """Wait until the operator has made a pass and then wrote no status for ``quiet`` seconds."""
     deadline = time.monotonic() + timeout
@@ -516,7 +521,7 @@ def run_size(
             metrics = {"metrics": {"brokerEndpoints": [b.metrics_url for b in kafka.brokers]}}
             kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest("bench", kafka.bootstrap, metrics))
             time.sleep(min(10.0, idle_seconds))  # the first scrape and its status writes are not standing still
-            _settled(operator, timeout=120)
+            _settled(operator, quiet=_OBSERVED_SETTLE, timeout=300)
             res.idle_with_metrics_cpu_percent, res.idle_with_metrics_rss_mib = _idle(operator, pid, idle_seconds)
             kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest("bench", kafka.bootstrap))
 
@@ -548,7 +553,7 @@ def run_size(
             kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest("bench", kafka.bootstrap, metrics))
             # The first reading writes status.observed of every resource once: that is not standing still.
             time.sleep(min(10.0, idle_seconds))
-            _settled(operator, timeout=120)
+            _settled(operator, quiet=_OBSERVED_SETTLE, timeout=300)
             res.idle_default_with_metrics_cpu_percent, _ = _idle(operator, pid, idle_seconds)
             kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest("bench", kafka.bootstrap))
 
