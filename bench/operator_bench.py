@@ -655,7 +655,9 @@ def run_memory_profile(n: int, workdir: Path, frames: int, create_clients: int) 
         deadline = time.monotonic() + 300
         while not dumped(2) and time.monotonic() < deadline:
             time.sleep(0.5)
-        time.sleep(2)  # the 25 sites follow the summary line
+        # The 25 sites follow the summary line; comparing the snapshots takes seconds at 10,000.
+        while len(_memory_dumps(operator.log())[1][1]) < 25 and time.monotonic() < deadline:
+            time.sleep(0.5)
         dumps = _memory_dumps(operator.log())
         before, after = dumps[0][0], dumps[1][0]
         # Tracebacks that end in the same kquota or Kopf line are one site.
