@@ -35,30 +35,24 @@ RECLAIM_SECONDS = 3600.0
 
 
 class GcPolicy:
-    """Freezes surviving objects every ``freeze_seconds``, reclaims frozen cyclic garbage every ``reclaim_seconds``."""
+    """Every ``freeze_seconds`` collects what is new and freezes the survivors; reclaims frozen garbage hourly."""
 
     def __init__(self, freeze_seconds: float, reclaim_seconds: float) -> None:
         self.freeze_seconds = freeze_seconds
         self.reclaim_seconds = reclaim_seconds
         self._last_reclaim = time.monotonic()
-        self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        """Run the policy in a daemon thread (it needs the GIL only for a moment per tick)."""
+        """Run the policy in a daemon thread (each tick holds the GIL for one collection of what is new)."""
         if self.freeze_seconds <= 0:
             return
         self._thread = threading.Thread(target=self._run, name="kquota-gc", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        gc.unfreeze()
-
     def _run(self) -> None:
-        while not self._stop.wait(self.freeze_seconds):
+        while True:  # a daemon thread: it ends with the process
+            time.sleep(self.freeze_seconds)
             self.tick(time.monotonic())
 
     def tick(self, now: float) -> None:
