@@ -15,8 +15,9 @@ from kquota.domain.entities import Entity
 from kquota.domain.plan import Protection, UnmanagedPolicy
 from kquota.domain.status import Reason
 from kquota.domain.tenancy import Grant
-from kquota.reconcile.engine import DuplicateCluster
-from kquota.reconcile.records import ClusterConfig
+from kquota.reconcile.build import record_from_body
+from kquota.reconcile.engine import ClusterReconciler, DuplicateCluster
+from kquota.reconcile.records import ClusterConfig, ResourceRecord
 from tests.support.engine import Broker, Kube, client_quota, config, engine, reason
 from tests.support.quotas import ALICE, C, P
 
@@ -187,6 +188,14 @@ def _returning(cfg: ClusterConfig) -> Any:
     return get
 
 
+async def _released_by_the_next_pass(eng: ClusterReconciler, uid: str) -> None:
+    """The finalizer of ``uid`` (deleting) is let go by the next pass, not held until a timeout."""
+    waiting = asyncio.create_task(eng.wait_released(uid, timeout=5))
+    await asyncio.sleep(0)
+    await eng.reconcile_once()
+    await asyncio.wait_for(waiting, 1)
+
+
 def test_deleting_a_resource_whose_user_became_protected_does_not_wait_forever() -> None:
     async def run() -> None:
         broker, kube = Broker(), Kube()
@@ -196,13 +205,43 @@ def test_deleting_a_resource_whose_user_became_protected_does_not_wait_forever()
         await eng.reconcile_once()
         eng._cluster = _returning(config(protection=Protection(frozenset({"alice"}))))
         records[0] = client_quota("q", "alice", deleting=True, producerByteRate=1000)
-        waiting = asyncio.create_task(eng.wait_released("q", timeout=5))
-        await asyncio.sleep(0)
-        await eng.reconcile_once()
-        await asyncio.wait_for(waiting, 1)
+        await _released_by_the_next_pass(eng, "q")
         assert broker.live[ALICE] == {P: 1000.0}, "a protected entity is never changed"
 
     asyncio.run(run())
+
+
+def test_deleting_a_resource_whose_key_a_refused_resource_keeps_does_not_wait_forever() -> None:
+    """Found by the soak (tenancy-revoked, seed 11 step 2): the finalizer waited for a removal the
+    plan never makes, so the deletion hung until the grant came back."""
+
+    async def run() -> None:
+        broker, kube = Broker(), Kube()
+        records = [client_quota("young", "alice", producerByteRate=2000)]
+        eng = engine(records, broker, kube)
+        eng.settings = eng.settings.model_copy(update={"coalesce_seconds": 0})
+        await eng.reconcile_once()
+        # Another namespace names the same key, and has no grant: refused, it keeps alice's key.
+        records.append(_in_team_b("refused", "alice", producerByteRate=1000))
+        eng._cluster = _returning(config(grants=(Grant(frozenset({"ns"}), users=("*",)),)))
+        await eng.reconcile_once()
+        assert reason(kube, "refused") == Reason.NOT_PERMITTED.value
+        records[0] = client_quota("young", "alice", deleting=True, producerByteRate=2000)
+        await _released_by_the_next_pass(eng, "young")
+        assert broker.live[ALICE] == {P: 2000.0}, "refusing a resource must not un-throttle its clients"
+        assert not events(kube, "QuotaRemoved")
+
+    asyncio.run(run())
+
+
+def _in_team_b(name: str, user: str, **quota_spec: Any) -> ResourceRecord:
+    body = {
+        "apiVersion": "kquota.io/v1alpha1",
+        "kind": "ClientQuota",
+        "metadata": {"name": name, "namespace": "team-b", "uid": name, "generation": 1},
+        "spec": {"entity": {"user": {"name": user}}, "quota": quota_spec},
+    }
+    return record_from_body("ClientQuota", body, "c")
 
 
 def test_a_younger_kafkacluster_for_the_same_kafka_cluster_changes_nothing() -> None:
