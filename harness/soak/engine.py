@@ -50,6 +50,7 @@ from harness.kube_apiserver import REPO, KubeAPIServer
 from harness.operator_proc import (
     LEDGER_NAMESPACE,
     OperatorProcess,
+    condition,
     ensure_ledger_namespace,
     kafka_cluster_manifest,
     ready_for_generation,
@@ -62,11 +63,13 @@ from harness.soak.history import (
     CLUSTER_EDITS,
     FAULT_KINDS,
     NAMESPACES,
+    TENANCY_EDITS,
     Op,
     Resource,
     Step,
     generate,
 )
+from harness.soak.tenancy import Grants, grants_for, parts_of, permitted
 from kquota.domain import ledger as ledger_format
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.k8s.ledger import DATA_KEY, RETIRED_LABEL, selector
@@ -123,18 +126,35 @@ def rank(obj: dict[str, Any]) -> tuple[str, str, str, str]:
     return (meta["creationTimestamp"], obj["kind"], meta["namespace"], meta["name"])
 
 
+Ident = tuple[str, str, str]
+
+
+def ident_of(obj: dict[str, Any]) -> Ident:
+    return (obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
+
+
 @dataclass
 class Claims:
-    """The desired state the live resources make: per (entity, key), the oldest claim wins."""
+    """The desired state the live resources make: per (entity, key), the oldest permitted claim wins."""
 
     desired: dict[Entity, dict[str, float]]
-    #: (namespace, name) of resources that win every key they claim.
-    winners: set[tuple[str, str, str]]
+    #: (kind, namespace, name) of permitted resources that win every key they claim.
+    winners: set[Ident]
+    #: Resources the tenancy in force refuses (NotPermitted): they claim nothing, and keep what they set.
+    refused: set[Ident] = field(default_factory=set)
+    #: (entity, key) a refused resource's spec names and no permitted resource claims: kept on the
+    #: broker as it is (README "Multi-tenancy": refusing a resource never un-throttles its clients).
+    kept: set[tuple[Entity, str]] = field(default_factory=set)
+    #: ``desired`` plus the kept keys at the values they must keep (set by ``Soak.converged``).
+    expected: dict[Entity, dict[str, float]] | None = None
 
 
-def claims(objs: Iterable[dict[str, Any]]) -> Claims:
+def claims(objs: Iterable[dict[str, Any]], grants: Grants | None = None) -> Claims:
+    """The claims of the live resources under ``grants`` (None: no tenancy, everything permitted)."""
     won: dict[tuple[Entity, str], tuple[tuple[str, str, str, str], float, tuple[str, str, str]]] = {}
-    live = [o for o in objs if not o["metadata"].get("deletionTimestamp")]
+    alive = [o for o in objs if not o["metadata"].get("deletionTimestamp")]
+    live = [o for o in alive if permitted(o["metadata"]["namespace"], parts_of(o), grants)]
+    refused = [o for o in alive if not permitted(o["metadata"]["namespace"], parts_of(o), grants)]
     for obj in live:
         ident = (obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
         entity = entity_of(obj)
@@ -152,7 +172,8 @@ def claims(objs: Iterable[dict[str, Any]]) -> Claims:
         if any(won[(entity, key)][2] != ident for key in values_of(obj)):
             losers.add(ident)
     everyone = {(o["kind"], o["metadata"]["namespace"], o["metadata"]["name"]) for o in live}
-    return Claims(desired, everyone - losers)
+    kept = {(entity_of(o), key) for o in refused for key in values_of(o) if key not in desired.get(entity_of(o), {})}
+    return Claims(desired, everyone - losers, {ident_of(o) for o in refused}, kept)
 
 
 # -- the report -------------------------------------------------------------------------
@@ -327,7 +348,7 @@ class ReadyWatch:
             return
         # A resource that lost a key to an older claim (a conflict) is judged by the convergence
         # check (it must end not Ready); here only the claims that win are: their Ready must be live.
-        winners = claims(objs).winners
+        winners = claims(objs, self.soak.grants).winners
         ready = [
             o
             for o in objs
@@ -405,6 +426,11 @@ class Soak:
     _passes_at_rotation: float | None = None
     #: What went wrong in the injection itself (reported with the step's violations).
     _fault_problems: list[str] = field(default_factory=list)
+    #: The KafkaCluster's tenancy grants in force (None: no tenancy section, everything permitted).
+    grants: Grants | None = None
+    #: (entity, key) -> the values this step's operations set: a kept key may hold one of them
+    #: (the operator may have applied it before the resource was refused).
+    _step_values: dict[tuple[Entity, str], set[float]] = field(default_factory=dict)
 
     # -- reading -------------------------------------------------------------------------
 
@@ -589,6 +615,11 @@ class Soak:
         elif kind == "kafkacluster-edited":
             self._edit_cluster(CLUSTER_EDITS[int(fault.param("what"))], bool(fault.param("on")), fault.param("value"))
             self.send(step.during)
+        elif kind == "tenancy-revoked":
+            grants = grants_for(TENANCY_EDITS[int(fault.param("grants"))])
+            self._patch_cluster({"spec": {"tenancy": {"grants": grants}}}, "tenancy-revoked")
+            self.grants = grants
+            self.send(step.during)
         else:
             raise ValueError(f"unknown fault {kind!r}")
         return time.monotonic() - began
@@ -642,6 +673,11 @@ class Soak:
             patch = {"spec": {"tenancy": {"grants": [grant]} if on else None}}
         else:
             raise ValueError(f"unknown KafkaCluster edit {what!r}")
+        self._patch_cluster(patch, what)
+        if what == "tenancy":
+            self.grants = [grant] if on else None
+
+    def _patch_cluster(self, patch: dict[str, Any], what: str) -> None:
         until = time.monotonic() + 120
         while self.kubectl("patch", "kafkacluster", CLUSTER, "--type=merge", "-p", json.dumps(patch)) is None:
             if time.monotonic() > until:
@@ -695,8 +731,9 @@ class Soak:
             broker = self.broker()
         except Exception as exc:  # noqa: BLE001 - the broker may still be coming back
             return False, f"broker not answering: {exc}", None, {}
-        c = claims(objs)
-        verdict = invariants.check(self._without_tolerated(broker, c.desired), c.desired, (), self.unmanaged)
+        c = claims(objs, self.grants)
+        c.expected = self.expected(c, broker)
+        verdict = invariants.check(self._without_tolerated(broker, c.expected), c.expected, (), self.unmanaged)
         if verdict.lost:
             return False, verdict.diff(10), c, broker
         deleting = [o["metadata"]["name"] for o in objs if o["metadata"].get("deletionTimestamp")]
@@ -711,7 +748,53 @@ class Soak:
         ]
         if stale:
             return False, f"status not caught up (winner not Ready, or loser Ready): {stale[:10]}", c, broker
+        unexplained = [
+            f"{i[1]}/{i[2]}: {why}"
+            for o in objs
+            if (i := ident_of(o)) in c.refused
+            if (why := self._refusal_problem(o, c, broker))
+        ]
+        if unexplained:
+            return False, f"refused resources not saying why: {unexplained[:5]}", c, broker
         return True, "", c, broker
+
+    def expected(self, c: Claims, broker: dict[Entity, dict[str, float]]) -> dict[Entity, dict[str, float]]:
+        """What the broker must hold: the claims, and each kept key as it was (``Claims.kept``).
+
+        A kept key keeps the value the last step ended with (absent stays absent: a refused resource
+        sets nothing new), or one this step's operations set (applied before the refusal was seen).
+        """
+        out = {e: dict(v) for e, v in c.desired.items()}
+        for entity, key in c.kept:
+            if key in self.unmanaged.get(entity, {}):
+                continue  # invariants.check holds unmanaged entries to their seeded values already
+            prev = self._last_broker.get(entity, {}).get(key)
+            have = broker.get(entity, {}).get(key)
+            allowed = self._step_values.get((entity, key), set()) | ({prev} if prev is not None else set())
+            if have is not None and have in allowed:
+                out.setdefault(entity, {})[key] = have
+            elif prev is not None:
+                out.setdefault(entity, {})[key] = prev
+        return out
+
+    @staticmethod
+    def _refusal_problem(obj: dict[str, Any], c: Claims, broker: dict[Entity, dict[str, float]]) -> str:
+        """Why a refused resource's status is wrong ('' when right): NotPermitted, saying what it keeps."""
+        ready = condition(obj)
+        if ready.get("status") != "False" or ready.get("reason") != "NotPermitted":
+            return f"Ready={ready.get('status')} reason {ready.get('reason')}, not Ready=False NotPermitted"
+        message = str(ready.get("message", ""))
+        if "grant" not in message:
+            return f"the message does not name the grant: {message!r}"
+        entity = entity_of(obj)
+        missing = [
+            key
+            for key in values_of(obj)
+            if (entity, key) in c.kept and key in broker.get(entity, {}) and f"{key}=" not in message
+        ]
+        if missing:
+            return f"keeps {missing} on {entity.path()} but the message does not say so: {message!r}"
+        return ""
 
     def _without_tolerated(
         self, broker: dict[Entity, dict[str, float]], desired: dict[Entity, dict[str, float]]
@@ -727,7 +810,8 @@ class Soak:
 
         Otherwise one key left behind would fail every later step for the same reason.
         """
-        verdict = invariants.check(self._without_tolerated(broker, c.desired), c.desired, (), self.unmanaged)
+        want = c.expected if c.expected is not None else c.desired
+        verdict = invariants.check(self._without_tolerated(broker, want), want, (), self.unmanaged)
         for d in verdict.discrepancies:
             if d.expected is None and d.actual is not None:
                 self.tolerated[(d.entity, d.key)] = d.actual
@@ -844,6 +928,12 @@ class Soak:
         return f"make soak SEED={self.seed} FAULTS={step}{kinds}{broken}"
 
     def play(self, step: Step, watch: ReadyWatch) -> StepResult:
+        self._step_values = {}
+        for op in step.ops():
+            if op.action == "apply":
+                manifest = op.resource.manifest()
+                for key, value in values_of(manifest).items():
+                    self._step_values.setdefault((entity_of(manifest), key), set()).add(value)
         self.send(step.before)
         fault_seconds = self.inject(step)
         ended = time.monotonic()
@@ -876,7 +966,8 @@ class Soak:
             removals, problems = self.check_removals(broker)
             violations += [f"removal without an event: {p}" for p in problems]
         if c is not None and seconds is not None:
-            violations += [f"ledger = what the operator owns: {p}" for p in self.check_ledger(c.desired)]
+            owned = c.expected if c.expected is not None else c.desired
+            violations += [f"ledger = what the operator owns: {p}" for p in self.check_ledger(owned)]
         violations += [f"Ready before live: {p}" for p in watch.take()]
         return StepResult(
             step.index,

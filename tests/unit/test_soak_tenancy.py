@@ -1,0 +1,123 @@
+"""The soak's tenancy oracle (harness/soak/tenancy.py) and its model of refused resources (engine.claims).
+
+The oracle is written from the README and the CRD, apart from the operator; a
+few cases are checked by hand here, and every entity the history can name is
+checked against the operator's own gate (``kquota.domain.tenancy.denied``):
+a disagreement would be a finding in one of them.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from harness.soak.engine import claims
+from harness.soak.history import CLIENTS, IPS, NAMESPACES, TENANCY_EDITS, USERS, generate
+from harness.soak.tenancy import grants_for, permitted
+
+from kquota.domain.entities import Entity
+from kquota.domain.tenancy import Grant, denied
+
+
+@pytest.mark.parametrize(
+    ("edit", "namespace", "parts", "expected"),
+    [
+        ("restored", "soak-b", {"user": None, "clientId": None}, True),
+        ("soak-b-no-defaults", "soak-b", {"user": None, "clientId": "c1"}, False),
+        ("soak-b-no-defaults", "soak-a", {"user": None, "clientId": "c1"}, True),
+        ("soak-b-no-defaults", "soak-b", {"ip": "192.0.2.3"}, True),
+        ("soak-a-no-ips", "soak-a", {"ip": "192.0.2.3"}, False),
+        ("soak-a-no-ips", "soak-a", {"ip": None}, True),  # a default ip needs allowDefaults only
+        ("soak-a-users-u2-u3", "soak-a", {"user": "u0", "clientId": "c3"}, False),
+        ("soak-a-users-u2-u3", "soak-a", {"user": "u2", "clientId": "c3"}, True),
+        ("soak-a-users-u2-u3", "soak-a", {"user": None, "clientId": "c3"}, True),  # the client-id decides
+        ("soak-a-users-u2-u3", "soak-a", {"clientId": "c0"}, True),
+        ("soak-b-clients-c0-c1-ip-1", "soak-b", {"clientId": "c2"}, False),
+        ("soak-b-clients-c0-c1-ip-1", "soak-b", {"user": "u0", "clientId": "c2"}, True),  # the user decides
+        ("soak-b-clients-c0-c1-ip-1", "soak-b", {"ip": "192.0.2.2"}, False),
+        ("soak-b-clients-c0-c1-ip-1", "soak-b", {"ip": "192.0.2.1"}, True),
+        ("soak-b-no-grant", "soak-b", {"user": "u0"}, False),
+        ("deny-all", "soak-a", {"user": "u0"}, False),
+    ],
+)
+def test_hand_checked_cases(edit: str, namespace: str, parts: dict[str, str | None], expected: bool) -> None:
+    assert permitted(namespace, parts, grants_for(edit)) is expected
+
+
+def test_no_tenancy_permits_everything() -> None:
+    assert permitted("anywhere", {"user": None}, None)
+
+
+def _every_entity() -> list[dict[str, str | None]]:
+    users, clients, ips = [*USERS, None], [*CLIENTS, None], [*IPS, None]
+    return (
+        [{"user": u} for u in users]
+        + [{"clientId": c} for c in clients]
+        + [{"user": u, "clientId": c} for u, c in itertools.product(users, clients)]
+        + [{"ip": i} for i in ips]
+    )
+
+
+def _domain(grants: list[dict[str, object]]) -> tuple[Grant, ...]:
+    return tuple(
+        Grant(
+            frozenset(g["namespaces"]),  # type: ignore[arg-type]
+            tuple(g.get("users", ())),  # type: ignore[arg-type]
+            tuple(g.get("clientIds", ())),  # type: ignore[arg-type]
+            tuple(g.get("ips", ())),  # type: ignore[arg-type]
+            bool(g.get("allowDefaults")),
+        )
+        for g in grants
+    )
+
+
+def test_the_oracle_agrees_with_the_operators_gate_on_every_entity_the_history_names() -> None:
+    wire = {"user": "user", "clientId": "client-id", "ip": "ip"}
+    for edit, namespace, parts in itertools.product(TENANCY_EDITS, NAMESPACES, _every_entity()):
+        grants = grants_for(edit)
+        entity = Entity.from_parts({wire[p]: n for p, n in parts.items()})
+        operator = denied(namespace, [entity], _domain(grants)) is None
+        assert permitted(namespace, parts, grants) is operator, (edit, namespace, parts)
+
+
+def test_every_revocation_refuses_something_the_history_applies_and_restores_come_after_revocations() -> None:
+    for seed in range(1, 6):
+        revoked = False
+        for step in generate(seed, 100, ("tenancy-revoked",)):
+            edit = TENANCY_EDITS[int(step.fault.param("grants"))]
+            assert revoked or edit != "restored", seed
+            revoked = edit != "restored"
+    seen = {TENANCY_EDITS[int(s.fault.param("grants"))] for s in generate(1, 60, ("tenancy-revoked",))}
+    assert seen == set(TENANCY_EDITS)
+
+
+def _obj(ns: str, name: str, created: str, entity: dict[str, object], quota: dict[str, float]) -> dict:  # type: ignore[type-arg]
+    return {
+        "kind": "ClientQuota",
+        "metadata": {"namespace": ns, "name": name, "creationTimestamp": created},
+        "spec": {"entity": entity, "quota": quota},
+    }
+
+
+def test_a_refused_resource_claims_nothing_and_its_keys_not_claimed_by_others_are_kept() -> None:
+    old = _obj("soak-b", "old", "2026-01-01T00:00:01Z", {"clientId": {"name": "c2"}}, {"producerByteRate": 1})
+    young = _obj(
+        "soak-a",
+        "young",
+        "2026-01-01T00:00:02Z",
+        {"clientId": {"name": "c2"}},
+        {"producerByteRate": 2, "consumerByteRate": 3},
+    )
+    lone = _obj("soak-b", "lone", "2026-01-01T00:00:03Z", {"clientId": {"name": "c3"}}, {"consumerByteRate": 4})
+    c2, c3 = Entity.for_client("c2"), Entity.for_client("c3")
+    # Everything permitted: the older claim wins producer_byte_rate.
+    c = claims([old, young, lone], grants_for("restored"))
+    assert c.desired == {c2: {"producer_byte_rate": 1.0, "consumer_byte_rate": 3.0}, c3: {"consumer_byte_rate": 4.0}}
+    assert c.refused == set() and c.kept == set()
+    assert c.winners == {("ClientQuota", "soak-b", "old"), ("ClientQuota", "soak-b", "lone")}
+    # soak-b loses c2 and c3: the younger claim takes the key; c3's key is kept, not desired.
+    c = claims([old, young, lone], grants_for("soak-b-clients-c0-c1-ip-1"))
+    assert c.desired == {c2: {"producer_byte_rate": 2.0, "consumer_byte_rate": 3.0}}
+    assert c.refused == {("ClientQuota", "soak-b", "old"), ("ClientQuota", "soak-b", "lone")}
+    assert c.kept == {(c3, "consumer_byte_rate")}
+    assert c.winners == {("ClientQuota", "soak-a", "young")}
