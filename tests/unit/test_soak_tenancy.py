@@ -1,9 +1,10 @@
-"""The soak's tenancy oracle (harness/soak/tenancy.py) and its model of refused resources (engine.claims).
+"""The soak's oracles: tenancy (harness/soak/tenancy.py), refused resources and TopicQuota shares (engine).
 
-The oracle is written from the README and the CRD, apart from the operator; a
-few cases are checked by hand here, and every entity the history can name is
-checked against the operator's own gate (``kquota.domain.tenancy.denied``):
-a disagreement would be a finding in one of them.
+The oracles are written from the README and the CRDs, apart from the operator;
+a few cases are checked by hand here, and each is checked against the
+operator's own function (``kquota.domain.tenancy.denied`` on every entity the
+history can name, ``kquota.domain.topics.client_quota`` on every layout of 4
+partitions): a disagreement would be a finding in one of them.
 """
 
 from __future__ import annotations
@@ -11,12 +12,23 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from harness.soak.engine import claims
-from harness.soak.history import CLIENTS, IPS, NAMESPACES, TENANCY_EDITS, USERS, generate
+from harness.soak.engine import claims, entries_of, topic_share
+from harness.soak.history import (
+    CLIENTS,
+    FAULT_KINDS,
+    IPS,
+    NAMESPACES,
+    TENANCY_EDITS,
+    THREE_BROKER_KINDS,
+    TOPICS,
+    USERS,
+    generate,
+)
 from harness.soak.tenancy import grants_for, permitted
 
 from kquota.domain.entities import Entity
 from kquota.domain.tenancy import Grant, denied
+from kquota.domain.topics import TopicLayout, client_quota
 
 
 @pytest.mark.parametrize(
@@ -121,3 +133,67 @@ def test_a_refused_resource_claims_nothing_and_its_keys_not_claimed_by_others_ar
     assert c.refused == {("ClientQuota", "soak-b", "old"), ("ClientQuota", "soak-b", "lone")}
     assert c.kept == {(c3, "consumer_byte_rate")}
     assert c.winners == {("ClientQuota", "soak-a", "young")}
+
+
+# -- the 3-broker mode: TopicQuotas ----------------------------------------------------------
+
+
+def test_a_topic_share_checked_by_hand() -> None:
+    # 6 partitions, leaders 3/2/1 over brokers 1-3: the busiest broker carries 3/6 of the budget.
+    layout = {0: 1, 1: 1, 2: 1, 3: 2, 4: 2, 5: 3}
+    # 6,000,000 B/s x 50 % x 3 / 6 = 1,500,000; 1,000 x 1 % x 3 / 6 = 5; never below 1.
+    assert topic_share(6_000_000, 50, layout) == 1_500_000.0
+    assert topic_share(1_000, 1, layout) == 5.0
+    assert topic_share(10, 1, layout) == 1.0
+    # 7,000 x 33 % x 2 / 4 = 1,155 exactly; 7,001 x 33 % x 2 / 4 = 1,155.165, rounded down.
+    assert topic_share(7_000, 33, {0: 1, 1: 1, 2: 2, 3: 3}) == 1155.0
+    assert topic_share(7_001, 33, {0: 1, 1: 1, 2: 2, 3: 3}) == 1155.0
+
+
+def test_the_topic_share_agrees_with_the_operators_split_on_every_layout_of_4_partitions() -> None:
+    for leaders in itertools.product((1, 2, 3), repeat=4):
+        layout = dict(enumerate(leaders))
+        domain_layout = TopicLayout.from_partition_leaders(layout)
+        for budget, share in ((1_000, 1), (9_999_000, 37), (123_000, 100), (5_000, 49)):
+            assert topic_share(budget, share, layout) == client_quota(float(budget), share, domain_layout)
+
+
+def test_a_topic_quota_claims_its_clients_keys_on_the_layout_and_conflicts_like_any_claim() -> None:
+    def tq(name: str, created: str, share: int) -> dict:  # type: ignore[type-arg]
+        return {
+            "kind": "TopicQuota",
+            "metadata": {"namespace": "soak-a", "name": name, "creationTimestamp": created},
+            "spec": {
+                "topic": {"name": "soak-t0"},
+                "budget": {"producerByteRate": 6_000_000},
+                "enforcement": "ClientQuotas",
+                "clients": [{"user": {"name": "t0"}, "share": share}],
+            },
+        }
+
+    layout = {"soak-t0": {0: 1, 1: 2, 2: 3, 3: 1, 4: 2, 5: 3}}
+    old, young = tq("old", "2026-01-01T00:00:01Z", 10), tq("young", "2026-01-01T00:00:02Z", 20)
+    assert entries_of(old, layout) == [(Entity.for_user("t0"), {"producer_byte_rate": 200_000.0})]
+    assert entries_of(old, {}) == []  # no layout read yet: nothing claimed
+    c = claims([young, old], None, layout)
+    assert c.desired == {Entity.for_user("t0"): {"producer_byte_rate": 200_000.0}}
+    assert c.winners == {("TopicQuota", "soak-a", "old")}
+    # Refused (soak-a may not name t0), a TopicQuota's keys are kept and what it would set is allowed.
+    c = claims([old], grants_for("soak-a-users-u2-u3"), layout)
+    assert c.refused == {("TopicQuota", "soak-a", "old")}
+    assert c.kept == {(Entity.for_user("t0"), "producer_byte_rate")}
+    assert c.would == {(Entity.for_user("t0"), "producer_byte_rate"): {200_000.0}}
+
+
+def test_the_3_broker_history_adds_topic_quotas_and_leaves_the_1_broker_history_as_it_was() -> None:
+    plain = generate(4, 40)
+    assert not any(o.resource.kind == "TopicQuota" for s in plain for o in s.ops())
+    steps = generate(4, 40, FAULT_KINDS + THREE_BROKER_KINDS, topics=True)
+    topic_ops = [o for s in steps for o in s.ops() if o.resource.kind == "TopicQuota"]
+    assert {o.why for o in topic_ops} == {"topic-create", "topic-modify", "topic-delete"}
+    for op in topic_ops:
+        shares = [share for _, share in op.resource.clients]
+        assert 1 <= len(shares) <= 3 and sum(shares) <= 100, op
+        spec = op.resource.manifest()["spec"]
+        assert spec["enforcement"] == "ClientQuotas" and spec["topic"]["name"] in {t for t, _ in TOPICS}
+    assert {s.fault.kind for s in steps} >= set(THREE_BROKER_KINDS)
