@@ -518,6 +518,8 @@ class Soak:
     _fault_problems: list[str] = field(default_factory=list)
     #: The KafkaCluster's tenancy grants in force (None: no tenancy section, everything permitted).
     grants: Grants | None = None
+    #: The grants in force when the current step began.
+    _grants_at_step: Grants | None = None
     #: 1, or 3: the 3-broker mode (TopicQuotas on TOPICS, leader moves, the KRaft controller killed).
     brokers: int = 1
     #: The leader layout of TOPICS as the last convergence check read it.
@@ -930,7 +932,12 @@ class Soak:
                 return False, f"partitions without a leader in {unsettled}", None, {}
             self._layouts = layouts
         c = claims(objs, self.grants, self._layouts)
-        c.expected = self.expected(c, broker)
+        # Grants changed in this step: the operator may have acted on this step's operations under the
+        # old ones first (a refused resource then set a key it keeps: seed 15, step 10).
+        before = (
+            claims(objs, self._grants_at_step, self._layouts).desired if self._grants_at_step != self.grants else {}
+        )
+        c.expected = self.expected(c, broker, before)
         verdict = invariants.check(self._without_tolerated(broker, c.expected), c.expected, (), self.unmanaged)
         if verdict.lost:
             return False, verdict.diff(10), c, broker
@@ -956,12 +963,19 @@ class Soak:
             return False, f"refused resources not saying why: {unexplained[:5]}", c, broker
         return True, "", c, broker
 
-    def expected(self, c: Claims, broker: dict[Entity, dict[str, float]]) -> dict[Entity, dict[str, float]]:
+    def expected(
+        self,
+        c: Claims,
+        broker: dict[Entity, dict[str, float]],
+        before: dict[Entity, dict[str, float]] | None = None,
+    ) -> dict[Entity, dict[str, float]]:
         """What the broker must hold: the claims, and each kept key as it was (``Claims.kept``).
 
         A kept key keeps the value the last step ended with (absent stays absent: a refused resource
-        sets nothing new), or one this step's operations set (applied before the refusal was seen).
+        sets nothing new), or one set before the refusal was seen: by this step's operations, or the
+        claim under the grants in force when the step began (``before``).
         """
+        before = before or {}
         out = {e: dict(v) for e, v in c.desired.items()}
         for entity, key in c.kept:
             if key in self.unmanaged.get(entity, {}):
@@ -972,6 +986,7 @@ class Soak:
                 self._step_values.get((entity, key), set())
                 | c.would.get((entity, key), set())
                 | ({prev} if prev is not None else set())
+                | ({before[entity][key]} if key in before.get(entity, {}) else set())
             )
             if have is not None and have in allowed:
                 out.setdefault(entity, {})[key] = have
@@ -1132,6 +1147,7 @@ class Soak:
         return f"make soak SEED={self.seed} FAULTS={step}{brokers}{kinds}{broken}"
 
     def play(self, step: Step, watch: ReadyWatch) -> StepResult:
+        self._grants_at_step = self.grants
         self._step_values = {}
         for op in step.ops():
             if op.action == "apply" and op.resource.kind != TOPIC_QUOTA:

@@ -10,9 +10,10 @@ partitions): a disagreement would be a finding in one of them.
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
-from harness.soak.engine import claims, entries_of, topic_share
+from harness.soak.engine import Soak, claims, entries_of, topic_share
 from harness.soak.history import (
     CLIENTS,
     FAULT_KINDS,
@@ -197,3 +198,22 @@ def test_the_3_broker_history_adds_topic_quotas_and_leaves_the_1_broker_history_
         spec = op.resource.manifest()["spec"]
         assert spec["enforcement"] == "ClientQuotas" and spec["topic"]["name"] in {t for t, _ in TOPICS}
     assert {s.fault.kind for s in steps} >= set(THREE_BROKER_KINDS)
+
+
+def test_a_kept_key_may_hold_what_the_old_grants_gave_it_in_the_step_that_changed_them(tmp_path: Path) -> None:
+    """Seed 15, step 10: the older claim deleted, then soak-b's grant revoked in the same step; the
+    operator let the younger claim win first, and then kept its value, rightly."""
+    young = _obj("soak-b", "cq19", "2026-01-01T00:00:02Z", {"user": {"default": True}}, {"requestPercentage": 22.5})
+    default = Entity.for_user(None)
+    soak = Soak(15, 10, tmp_path)
+    soak._last_broker = {default: {"request_percentage": 179.5}}  # the deleted older claim's value
+    now = claims([young], grants_for("soak-b-no-grant"))
+    assert now.kept == {(default, "request_percentage")}
+    before = claims([young], grants_for("restored")).desired
+    held = {default: {"request_percentage": 22.5}}
+    assert soak.expected(now, held, before) == held
+    # Without the grant change the value is not one the operator could have set: the old one is expected.
+    assert soak.expected(now, held) == {default: {"request_percentage": 179.5}}
+    assert soak.expected(now, {default: {"request_percentage": 33.0}}, before) == {
+        default: {"request_percentage": 179.5}
+    }
