@@ -5,17 +5,25 @@ advertised through the slow proxy (so every byte the operator exchanges with
 Kafka can be delayed or stalled), and kquota operators with Kopf peering (so a
 second replica can take over from a killed one). The checks read the broker
 directly on its plain listener, never through the proxy or kquota's adapter.
+With ``brokers=3`` (``make soak BROKERS=3``) the cluster has three combined
+broker+controller nodes (broker 0 behind the proxy) and two topics, the
+history adds TopicQuotas, and the faults include leader moves and the active
+KRaft controller killed.
 
 Each step: apply the step's GitOps operations, inject the fault, send more
 operations while it is on, end it, then wait (bounded) for convergence:
 
 * the broker holds exactly the desired state: for every (entity, key) claimed
-  by live resources, the oldest claim's value (kquota's documented rule:
-  creationTimestamp, then kind, namespace, name), plus the unmanaged entries
-  seeded with kafka-configs at the start, untouched, and nothing else (no
-  stray keys after deletions or moves) - ``harness/invariants.check``;
+  by live resources the tenancy grants in force permit, the oldest claim's
+  value (kquota's documented rule: creationTimestamp, then kind, namespace,
+  name; a TopicQuota's clients from the leader layout, ``topic_share``); the
+  keys refused resources name kept as they were (``Soak.expected``); plus the
+  unmanaged entries seeded with kafka-configs at the start, untouched, and
+  nothing else (no stray keys after deletions or moves) -
+  ``harness/invariants.check``;
 * every resource's status is for its generation, the resources that win all
-  their keys are Ready, and no deleted resource is still there.
+  their keys are Ready, a refused one is NotPermitted naming the grant and
+  the keys it keeps, and no deleted resource is still there.
 
 The time from the end of the fault to that point is the step's convergence
 time. Then, once per step:
