@@ -85,13 +85,15 @@ test-matrix: setup
 
 # The seeded chaos soak (harness/soak/): a random GitOps history of SEED with FAULTS faults,
 # invariants checked after each; the same SEED replays the same history. KINDS narrows the faults;
-# BREAK=n freezes the operator at step n on purpose (the soak must report it).
+# BREAK=n freezes the operator at step n on purpose (the soak must report it). BROKERS=3: a 3-broker
+# KRaft cluster, TopicQuotas in the history, and the leader-moved and controller-killed faults.
 SEED ?= 1
 FAULTS ?= 100
 KINDS ?=
 BREAK ?=
+BROKERS ?=
 soak: setup
-	$(PY) -m harness soak --seed $(SEED) --faults $(FAULTS) $(if $(KINDS),--kinds $(KINDS)) $(if $(BREAK),--break-at $(BREAK))
+	$(PY) -m harness soak --seed $(SEED) --faults $(FAULTS) $(if $(KINDS),--kinds $(KINDS)) $(if $(BREAK),--break-at $(BREAK)) $(if $(BROKERS),--brokers $(BROKERS))
 
 crds: venv
 	$(PY) -m kquota.crdgen

@@ -114,16 +114,33 @@ def _demo(args: argparse.Namespace) -> int:
 def _soak(args: argparse.Namespace) -> int:
     from harness.soak import engine, history
 
-    kinds = tuple(args.kinds.split(",")) if args.kinds else history.FAULT_KINDS
-    unknown = set(kinds) - set(history.FAULT_KINDS)
+    if args.brokers not in (1, 3):
+        print("error: --brokers is 1 or 3", file=sys.stderr)
+        return 2
+    known = engine.default_kinds(args.brokers)
+    kinds = tuple(args.kinds.split(",")) if args.kinds else known
+    unknown = set(kinds) - set(known)
     if unknown:
-        print(f"error: unknown fault kinds {sorted(unknown)}; known: {', '.join(history.FAULT_KINDS)}", file=sys.stderr)
+        hint = (
+            " (leader-moved and controller-killed need --brokers 3)"
+            if unknown & set(history.THREE_BROKER_KINDS)
+            else ""
+        )
+        print(f"error: unknown fault kinds {sorted(unknown)}{hint}; known: {', '.join(known)}", file=sys.stderr)
         return 2
     _stop_on_signals()
     workdir = Path(tempfile.mkdtemp(prefix=f"kquota-soak-{args.seed}-"))
-    print(f"soak: seed {args.seed}, {args.faults} faults, components in {workdir}", flush=True)
+    print(
+        f"soak: seed {args.seed}, {args.faults} faults, {args.brokers} broker(s), components in {workdir}", flush=True
+    )
     report = engine.run(
-        args.seed, args.faults, workdir, kinds, progress=lambda line: print(line, flush=True), break_at=args.break_at
+        args.seed,
+        args.faults,
+        workdir,
+        kinds,
+        progress=lambda line: print(line, flush=True),
+        break_at=args.break_at,
+        brokers=args.brokers,
     )
     print(report.text())
     js, txt = report.write(Path(args.report_dir))
@@ -153,6 +170,12 @@ def main(argv: list[str] | None = None) -> int:
         "--break-at", type=int, help="freeze the operator at this step on purpose (to see the soak catch it)"
     )
     soak.add_argument("--report-dir", default="soak-reports", help="where the JSON and text reports go")
+    soak.add_argument(
+        "--brokers",
+        type=int,
+        default=1,
+        help="3: a 3-broker KRaft cluster, TopicQuotas in the history, leader-moved and controller-killed faults",
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "prepare":

@@ -5,17 +5,25 @@ advertised through the slow proxy (so every byte the operator exchanges with
 Kafka can be delayed or stalled), and kquota operators with Kopf peering (so a
 second replica can take over from a killed one). The checks read the broker
 directly on its plain listener, never through the proxy or kquota's adapter.
+With ``brokers=3`` (``make soak BROKERS=3``) the cluster has three combined
+broker+controller nodes (broker 0 behind the proxy) and two topics, the
+history adds TopicQuotas, and the faults include leader moves and the active
+KRaft controller killed.
 
 Each step: apply the step's GitOps operations, inject the fault, send more
 operations while it is on, end it, then wait (bounded) for convergence:
 
 * the broker holds exactly the desired state: for every (entity, key) claimed
-  by live resources, the oldest claim's value (kquota's documented rule:
-  creationTimestamp, then kind, namespace, name), plus the unmanaged entries
-  seeded with kafka-configs at the start, untouched, and nothing else (no
-  stray keys after deletions or moves) - ``harness/invariants.check``;
+  by live resources the tenancy grants in force permit, the oldest claim's
+  value (kquota's documented rule: creationTimestamp, then kind, namespace,
+  name; a TopicQuota's clients from the leader layout, ``topic_share``); the
+  keys refused resources name kept as they were (``Soak.expected``); plus the
+  unmanaged entries seeded with kafka-configs at the start, untouched, and
+  nothing else (no stray keys after deletions or moves) -
+  ``harness/invariants.check``;
 * every resource's status is for its generation, the resources that win all
-  their keys are Ready, and no deleted resource is still there.
+  their keys are Ready, a refused one is NotPermitted naming the grant and
+  the keys it keeps, and no deleted resource is still there.
 
 The time from the end of the fault to that point is the step's convergence
 time. Then, once per step:
@@ -34,11 +42,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import secrets
 import signal
 import subprocess
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -50,6 +60,7 @@ from harness.kube_apiserver import REPO, KubeAPIServer
 from harness.operator_proc import (
     LEDGER_NAMESPACE,
     OperatorProcess,
+    condition,
     ensure_ledger_namespace,
     kafka_cluster_manifest,
     ready_for_generation,
@@ -62,11 +73,16 @@ from harness.soak.history import (
     CLUSTER_EDITS,
     FAULT_KINDS,
     NAMESPACES,
+    TENANCY_EDITS,
+    THREE_BROKER_KINDS,
+    TOPIC_QUOTA,
+    TOPICS,
     Op,
     Resource,
     Step,
     generate,
 )
+from harness.soak.tenancy import Grants, grants_for, parts_of, permitted
 from kquota.domain import ledger as ledger_format
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.k8s.ledger import DATA_KEY, RETIRED_LABEL, selector
@@ -77,6 +93,10 @@ OPERATOR_USER = "kquota-soak"
 OPERATOR_SECRET = "kafka-operator"
 PEERING = "kquota-soak"
 PEERING_CRD = REPO / "helm" / "kquota" / "charts" / "kopf-peering" / "crds" / "clusterkopfpeerings.kopf.dev.yaml"
+#: Kafka's own tools (kafka-reassign-partitions, kafka-leader-election, kafka-metadata-quorum).
+REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+ELECT = "org.apache.kafka.tools.LeaderElectionCommand"
+QUORUM = "org.apache.kafka.tools.MetadataQuorumCommand"
 #: Convergence bound after a fault ends (beyond it: an invariant broken).
 CONVERGE_SECONDS = 60.0
 #: A killed active replica holds its Kopf peering record for its lifetime (KQUOTA_PEERING_LIFETIME,
@@ -94,6 +114,8 @@ FIELD_KEYS = {
 }
 PART_TYPES = {"user": "user", "clientId": "client-id", "ip": "ip"}
 KINDS = "clientquotas,controllermutationquotas"
+#: The 3-broker mode also reads TopicQuotas.
+TOPIC_KINDS = f"{KINDS},topicquotas"
 
 #: Unmanaged entries, set with Kafka's own kafka-configs before the operator starts. users/u0 is
 #: in the history's name pool: its request_percentage must survive every quota set beside it.
@@ -107,9 +129,12 @@ UNMANAGED = (
 # -- what the API server says must be on the broker ------------------------------------
 
 
-def entity_of(obj: dict[str, Any]) -> Entity:
-    parts = obj["spec"]["entity"]
+def _entity(parts: dict[str, Any]) -> Entity:
     return Entity.from_parts({PART_TYPES[p]: None if v.get("default") else v["name"] for p, v in parts.items()})
+
+
+def entity_of(obj: dict[str, Any]) -> Entity:
+    return _entity(obj["spec"]["entity"])
 
 
 def values_of(obj: dict[str, Any]) -> dict[str, float]:
@@ -118,41 +143,124 @@ def values_of(obj: dict[str, Any]) -> dict[str, float]:
     return {str(FIELD_KEYS[f]): float(v) for f, v in raw.items()}
 
 
+#: A topic's leader layout: partition -> leader broker id.
+Layout = dict[int, int]
+
+
+def topic_share(budget: int, share: int, layout: Layout) -> float:
+    """One TopicQuota client's quota, computed here apart from the operator (README "TopicQuota").
+
+    Every broker must allow the client what the busiest one (most of the topic's leaders) may carry
+    of its share: budget x share / 100 x (leaders on the busiest broker) / partitions, rounded down,
+    never 0. In integers, so no float rounding can hide an off-by-one.
+    """
+    busiest = max(Counter(layout.values()).values())
+    return float(max(1, budget * share * busiest // (100 * len(layout))))
+
+
+def entries_of(obj: dict[str, Any], layouts: dict[str, Layout]) -> list[tuple[Entity, dict[str, float]]]:
+    """The (entity, key -> value) a resource asks for; a TopicQuota's from its topic's layout."""
+    if obj["kind"] != TOPIC_QUOTA:
+        return [(entity_of(obj), values_of(obj))]
+    spec = obj["spec"]
+    layout = layouts.get(spec["topic"]["name"])
+    if not layout:
+        return []
+    return [
+        (
+            _entity({p: v for p, v in client.items() if p != "share"}),
+            {str(FIELD_KEYS[f]): topic_share(int(v), int(client["share"]), layout) for f, v in spec["budget"].items()},
+        )
+        for client in spec.get("clients") or []
+    ]
+
+
+def parts_list(obj: dict[str, Any]) -> list[dict[str, str | None]]:
+    """Every entity a resource names, as part -> name (what tenancy grants are checked against)."""
+    if obj["kind"] != TOPIC_QUOTA:
+        return [parts_of(obj)]
+    return [
+        {p: None if v.get("default") else v["name"] for p, v in c.items() if p != "share"}
+        for c in obj["spec"].get("clients") or []
+    ]
+
+
 def rank(obj: dict[str, Any]) -> tuple[str, str, str, str]:
     meta = obj["metadata"]
     return (meta["creationTimestamp"], obj["kind"], meta["namespace"], meta["name"])
 
 
+Ident = tuple[str, str, str]
+
+
+def ident_of(obj: dict[str, Any]) -> Ident:
+    return (obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
+
+
 @dataclass
 class Claims:
-    """The desired state the live resources make: per (entity, key), the oldest claim wins."""
+    """The desired state the live resources make: per (entity, key), the oldest permitted claim wins."""
 
     desired: dict[Entity, dict[str, float]]
-    #: (namespace, name) of resources that win every key they claim.
-    winners: set[tuple[str, str, str]]
+    #: (kind, namespace, name) of permitted resources that win every key they claim.
+    winners: set[Ident]
+    #: Resources the tenancy in force refuses (NotPermitted): they claim nothing, and keep what they set.
+    refused: set[Ident] = field(default_factory=set)
+    #: (entity, key) a refused resource's spec names and no permitted resource claims: kept on the
+    #: broker as it is (README "Multi-tenancy": refusing a resource never un-throttles its clients).
+    kept: set[tuple[Entity, str]] = field(default_factory=set)
+    #: What refused TopicQuotas would set on the current layout: a kept key may hold it (set before
+    #: the refusal, on this layout).
+    would: dict[tuple[Entity, str], set[float]] = field(default_factory=dict)
+    #: ``desired`` plus the kept keys at the values they must keep (set by ``Soak.converged``).
+    expected: dict[Entity, dict[str, float]] | None = None
 
 
-def claims(objs: Iterable[dict[str, Any]]) -> Claims:
-    won: dict[tuple[Entity, str], tuple[tuple[str, str, str, str], float, tuple[str, str, str]]] = {}
-    live = [o for o in objs if not o["metadata"].get("deletionTimestamp")]
-    for obj in live:
-        ident = (obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
-        entity = entity_of(obj)
-        for key, value in values_of(obj).items():
-            held = won.get((entity, key))
-            if held is None or rank(obj) < held[0]:
-                won[(entity, key)] = (rank(obj), value, ident)
+def claims(
+    objs: Iterable[dict[str, Any]], grants: Grants | None = None, layouts: dict[str, Layout] | None = None
+) -> Claims:
+    """The claims of the live resources under ``grants`` (None: no tenancy, everything permitted).
+
+    ``layouts`` (topic -> partition -> leader) gives TopicQuotas their clients' quotas.
+    """
+    layouts = layouts or {}
+    won: dict[tuple[Entity, str], tuple[tuple[str, str, str, str], float, Ident]] = {}
+    alive = [o for o in objs if not o["metadata"].get("deletionTimestamp")]
+
+    def allowed(o: dict[str, Any]) -> bool:
+        return all(permitted(o["metadata"]["namespace"], parts, grants) for parts in parts_list(o))
+
+    live = [(o, entries_of(o, layouts)) for o in alive if allowed(o)]
+    refused = [(o, entries_of(o, layouts)) for o in alive if not allowed(o)]
+    for obj, entries in live:
+        for entity, values in entries:
+            for key, value in values.items():
+                held = won.get((entity, key))
+                if held is None or rank(obj) < held[0]:
+                    won[(entity, key)] = (rank(obj), value, ident_of(obj))
     desired: dict[Entity, dict[str, float]] = {}
-    losers: set[tuple[str, str, str]] = set()
     for (entity, key), (_, value, _holder) in won.items():
         desired.setdefault(entity, {})[key] = value
-    for obj in live:
-        ident = (obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
-        entity = entity_of(obj)
-        if any(won[(entity, key)][2] != ident for key in values_of(obj)):
-            losers.add(ident)
-    everyone = {(o["kind"], o["metadata"]["namespace"], o["metadata"]["name"]) for o in live}
-    return Claims(desired, everyone - losers)
+    losers = {
+        ident_of(obj)
+        for obj, entries in live
+        if any(won[(entity, key)][2] != ident_of(obj) for entity, values in entries for key in values)
+    }
+    everyone = {ident_of(o) for o, _ in live}
+    kept = {
+        (entity, key)
+        for _, entries in refused
+        for entity, values in entries
+        for key in values
+        if key not in desired.get(entity, {})
+    }
+    would: dict[tuple[Entity, str], set[float]] = {}
+    for obj, entries in refused:
+        if obj["kind"] == TOPIC_QUOTA:
+            for entity, values in entries:
+                for key, value in values.items():
+                    would.setdefault((entity, key), set()).add(value)
+    return Claims(desired, everyone - losers, {ident_of(o) for o, _ in refused}, kept, would)
 
 
 # -- the report -------------------------------------------------------------------------
@@ -179,6 +287,10 @@ class StepResult:
     violations: list[str] = field(default_factory=list)
     #: Managed keys that left the broker in this step (each needs its QuotaRemoved event).
     removals_checked: int = 0
+    #: Refused (NotPermitted) resources whose status was checked at convergence, and the keys
+    #: they kept on the broker (tenancy-revoked).
+    refused_checked: int = 0
+    kept_checked: int = 0
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -225,7 +337,9 @@ class Report:
             "ready_checked": self.ready_checked,
             "removals_checked": sum(s.removals_checked for s in self.steps),
             "convergence": self.convergence(),
-            "convergence_without_failover": self.convergence(k for k in FAULT_KINDS if k != "failover"),
+            "convergence_without_failover": self.convergence(
+                k for k in FAULT_KINDS + THREE_BROKER_KINDS if k != "failover"
+            ),
             "per_kind": {k: self.convergence([k]) for k in sorted({s.kind for s in self.steps})},
             "violations": [asdict(v) for v in self.violations],
             "steps": [asdict(s) for s in self.steps],
@@ -233,7 +347,7 @@ class Report:
 
     def text(self) -> str:
         c = self.convergence()
-        nf = self.convergence(k for k in FAULT_KINDS if k != "failover")
+        nf = self.convergence(k for k in FAULT_KINDS + THREE_BROKER_KINDS if k != "failover")
         lines = [
             f"kquota soak: seed {self.seed}, {len(self.steps)} of {self.faults} faults, "
             f"{self.seconds:.0f} s (set-up {self.setup_seconds:.0f} s)",
@@ -255,7 +369,9 @@ class Report:
             lines.append(f"  {kind:<18} {k['count']:>3} faults  p50 {k['p50']:>6}  max {k['max']:>6}")
         lines.append(
             f"  checked: {self.ready_checked} Ready statuses against the broker, "
-            f"{sum(s.removals_checked for s in self.steps)} removals against their QuotaRemoved events"
+            f"{sum(s.removals_checked for s in self.steps)} removals against their QuotaRemoved events, "
+            f"{sum(s.refused_checked for s in self.steps)} refused statuses, "
+            f"{sum(s.kept_checked for s in self.steps)} kept keys"
         )
         lines.append("")
         if not self.violations:
@@ -327,12 +443,15 @@ class ReadyWatch:
             return
         # A resource that lost a key to an older claim (a conflict) is judged by the convergence
         # check (it must end not Ready); here only the claims that win are: their Ready must be live.
-        winners = claims(objs).winners
+        winners = claims(objs, self.soak.grants, self.soak._layouts).winners
         ready = [
             o
             for o in objs
             if ready_for_generation(o)
             and not o["metadata"].get("deletionTimestamp")
+            # A TopicQuota's values follow the leader layout, which moves: the convergence check
+            # judges them on the layout it reads.
+            and o["kind"] != TOPIC_QUOTA
             and (o["kind"], o["metadata"]["namespace"], o["metadata"]["name"]) in winners
         ]
         broker = self.soak.broker()
@@ -405,6 +524,19 @@ class Soak:
     _passes_at_rotation: float | None = None
     #: What went wrong in the injection itself (reported with the step's violations).
     _fault_problems: list[str] = field(default_factory=list)
+    #: The KafkaCluster's tenancy grants in force (None: no tenancy section, everything permitted).
+    grants: Grants | None = None
+    #: The grants in force when the current step began.
+    _grants_at_step: Grants | None = None
+    #: 1, or 3: the 3-broker mode (TopicQuotas on TOPICS, leader moves, the KRaft controller killed).
+    brokers: int = 1
+    #: The leader layout of TOPICS as the last convergence check read it.
+    _layouts: dict[str, Layout] = field(default_factory=dict)
+    #: topic -> partition -> replicas (preferred leader first), as created and then reassigned.
+    _assignment: dict[str, dict[int, list[int]]] = field(default_factory=dict)
+    #: (entity, key) -> the values this step's operations set: a kept key may hold one of them
+    #: (the operator may have applied it before the resource was refused).
+    _step_values: dict[tuple[Entity, str], set[float]] = field(default_factory=dict)
 
     # -- reading -------------------------------------------------------------------------
 
@@ -425,7 +557,7 @@ class Soak:
         return result if result.returncode == 0 else None
 
     def objects(self) -> list[dict[str, Any]] | None:
-        result = self.kubectl("get", KINDS, "-A", "-o", "json")
+        result = self.kubectl("get", TOPIC_KINDS if self.brokers > 1 else KINDS, "-A", "-o", "json")
         if result is None:
             return None
         found: list[dict[str, Any]] = json.loads(result.stdout)["items"]
@@ -441,11 +573,13 @@ class Soak:
         self.proxy = SlowProxy(seed=self.seed).start()
         # One after the other, from this thread: a child dies with the thread that
         # started it (PR_SET_PDEATHSIG, harness/procs.py), so no thread pool here.
-        self.kafka = KafkaCluster.start(self.workdir / "kafka", brokers=1)
+        self.kafka = KafkaCluster.start(self.workdir / "kafka", brokers=self.brokers)
         self.kube = KubeAPIServer.start(self.workdir / "kube")
         self.proxy.target_port = self.kafka.brokers[0].sasl_port
         self.kafka.advertise_sasl_at(0, self.proxy.port)
         self.kafka.add_quota_configs(UNMANAGED)
+        if self.brokers > 1:
+            self._create_topics()
         self.unmanaged = self.broker()
         kube = self.kube
         kube.apply_crds()
@@ -459,11 +593,46 @@ class Soak:
         self._password = f"soak-{secrets.token_hex(8)}"
         self.kafka.create_scram_user(OPERATOR_USER, self._password)
         security = scram_security(kube, OPERATOR_SECRET, OPERATOR_USER, self._password)
-        manifest = kafka_cluster_manifest(CLUSTER, f"127.0.0.1:{self.proxy.port}", {"security": security})
+        # Broker 0 through the slow proxy; the others (3-broker mode) direct, for when broker 0 is down.
+        bootstrap = ",".join([f"127.0.0.1:{self.proxy.port}", *(b.sasl_bootstrap for b in self.kafka.brokers[1:])])
+        manifest = kafka_cluster_manifest(CLUSTER, bootstrap, {"security": security})
         kube.kubectl("apply", "-f", "-", input=manifest)
         self.operator = self._new_operator(self._priority).start()
         self._last_broker = self.broker()
         self.setup_seconds = time.monotonic() - began
+
+    def _create_topics(self) -> None:
+        """TOPICS with replicas on all three brokers and their leaders spread evenly (preferred first)."""
+        from kafka import KafkaAdminClient
+        from kafka.admin import NewTopic
+
+        ids = sorted(b.node_id for b in self._kafka().brokers)
+        rotations = [ids[i:] + ids[:i] for i in range(len(ids))]
+        admin = KafkaAdminClient(bootstrap_servers=self._kafka().bootstrap)
+        try:
+            for topic, partitions in TOPICS:
+                assignment = {p: rotations[p % len(ids)] for p in range(partitions)}
+                admin.create_topics([NewTopic(topic, replica_assignments=assignment)])
+                self._assignment[topic] = {p: list(r) for p, r in assignment.items()}
+        finally:
+            admin.close()
+        wait_for(lambda: all(len(self.layouts()[t]) == n for t, n in TOPICS), 60, "the topics' partitions")
+
+    def layouts(self) -> dict[str, Layout]:
+        """partition -> leader (-1: none) of each of TOPICS, read from the brokers' metadata."""
+        from kafka import KafkaAdminClient
+
+        admin = KafkaAdminClient(bootstrap_servers=self._kafka().bootstrap, request_timeout_ms=10_000)
+        try:
+            described = admin.describe_topics([t for t, _ in TOPICS])
+        finally:
+            admin.close()
+        found = {
+            d["name"]: {int(p["partition_index"]): int(p["leader_id"]) for p in d["partitions"]}
+            for d in described
+            if not d.get("error_code")
+        }
+        return {t: found.get(t, {}) for t, _ in TOPICS}
 
     def _new_operator(self, priority: int) -> OperatorProcess:
         n = len(self.operators) + 1
@@ -589,9 +758,70 @@ class Soak:
         elif kind == "kafkacluster-edited":
             self._edit_cluster(CLUSTER_EDITS[int(fault.param("what"))], bool(fault.param("on")), fault.param("value"))
             self.send(step.during)
+        elif kind == "leader-moved":
+            self._move_leaders(
+                TOPICS[int(fault.param("topic"))][0], int(fault.param("broker")), int(fault.param("count"))
+            )
+            self.send(step.during)
+        elif kind == "controller-killed":
+            index = self._active_controller()
+            kafka.kill_broker(index)
+            self.send(step.during)
+            _sleep_until(began + fault.param("down"))
+            kafka.start_broker(index)
+        elif kind == "tenancy-revoked":
+            grants = grants_for(TENANCY_EDITS[int(fault.param("grants"))])
+            self._patch_cluster({"spec": {"tenancy": {"grants": grants}}}, "tenancy-revoked")
+            self.grants = grants
+            self.send(step.during)
         else:
             raise ValueError(f"unknown fault {kind!r}")
         return time.monotonic() - began
+
+    def _tool(self, main_class: str, *args: str) -> str:
+        result = self._kafka().run_tool(main_class, "--bootstrap-server", self._kafka().bootstrap, *args)
+        if result.returncode != 0:
+            self._fault_problems.append(f"fault injection: {main_class} failed: {result.stderr.strip()[-300:]}")
+        return result.stdout
+
+    def _move_leaders(self, topic: str, broker: int, count: int) -> None:
+        """Make ``broker`` the preferred leader of up to ``count`` partitions of ``topic`` that it does not
+        lead by preference (a replica-order reassignment), then elect preferred leaders on them."""
+        replicas = self._assignment[topic]
+        moved = [p for p in sorted(replicas) if replicas[p][0] != broker][:count]
+        if not moved:
+            return
+        for p in moved:
+            replicas[p] = [broker, *(r for r in replicas[p] if r != broker)]
+        plan = {"version": 1, "partitions": [{"topic": topic, "partition": p, "replicas": replicas[p]} for p in moved]}
+        elect = {"partitions": [{"topic": topic, "partition": p} for p in moved]}
+        moves, elections = self.workdir / "reassign.json", self.workdir / "elect.json"
+        moves.write_text(json.dumps(plan))
+        elections.write_text(json.dumps(elect))
+        self._tool(REASSIGN, "--reassignment-json-file", str(moves), "--execute")
+        # A replica-order change completes at once; the election then moves the leaders.
+        self._tool(ELECT, "--election-type", "PREFERRED", "--path-to-json-file", str(elections))
+
+        def led() -> bool:
+            try:
+                layout = self.layouts()[topic]
+            except Exception:  # noqa: BLE001 - metadata may lag a moment
+                return False
+            return all(layout.get(p) == broker for p in moved)
+
+        try:
+            wait_for(led, 60, f"partitions {moved} of {topic} led by broker {broker}")
+        except AssertionError as exc:
+            self._fault_problems.append(f"fault injection: {exc}")
+
+    def _active_controller(self) -> int:
+        """The index in ``kafka.brokers`` of the active KRaft controller (kafka-metadata-quorum)."""
+        out = self._tool(QUORUM, "describe", "--status")
+        match = re.search(r"^LeaderId:\s+(\d+)", out, re.MULTILINE)
+        if match is None:
+            raise RuntimeError(f"no LeaderId in kafka-metadata-quorum describe --status: {out!r}")
+        leader = int(match.group(1))
+        return next(i for i, b in enumerate(self._kafka().brokers) if b.node_id == leader)
 
     def _rotate(self, secret_at: float, step: Step) -> None:
         """A new password for the operator's user on the broker (the old one revoked at once: SCRAM
@@ -642,6 +872,11 @@ class Soak:
             patch = {"spec": {"tenancy": {"grants": [grant]} if on else None}}
         else:
             raise ValueError(f"unknown KafkaCluster edit {what!r}")
+        self._patch_cluster(patch, what)
+        if what == "tenancy":
+            self.grants = [grant] if on else None
+
+    def _patch_cluster(self, patch: dict[str, Any], what: str) -> None:
         until = time.monotonic() + 120
         while self.kubectl("patch", "kafkacluster", CLUSTER, "--type=merge", "-p", json.dumps(patch)) is None:
             if time.monotonic() > until:
@@ -695,8 +930,23 @@ class Soak:
             broker = self.broker()
         except Exception as exc:  # noqa: BLE001 - the broker may still be coming back
             return False, f"broker not answering: {exc}", None, {}
-        c = claims(objs)
-        verdict = invariants.check(self._without_tolerated(broker, c.desired), c.desired, (), self.unmanaged)
+        if self.brokers > 1:
+            try:
+                layouts = self.layouts()
+            except Exception as exc:  # noqa: BLE001 - a broker may still be coming back
+                return False, f"leader layout not readable: {exc}", None, {}
+            unsettled = [t for t, n in TOPICS if len(layouts.get(t, {})) != n or -1 in layouts[t].values()]
+            if unsettled:
+                return False, f"partitions without a leader in {unsettled}", None, {}
+            self._layouts = layouts
+        c = claims(objs, self.grants, self._layouts)
+        # Grants changed in this step: the operator may have acted on this step's operations under the
+        # old ones first (a refused resource then set a key it keeps: seed 15, step 10).
+        before = (
+            claims(objs, self._grants_at_step, self._layouts).desired if self._grants_at_step != self.grants else {}
+        )
+        c.expected = self.expected(c, broker, before)
+        verdict = invariants.check(self._without_tolerated(broker, c.expected), c.expected, (), self.unmanaged)
         if verdict.lost:
             return False, verdict.diff(10), c, broker
         deleting = [o["metadata"]["name"] for o in objs if o["metadata"].get("deletionTimestamp")]
@@ -711,7 +961,66 @@ class Soak:
         ]
         if stale:
             return False, f"status not caught up (winner not Ready, or loser Ready): {stale[:10]}", c, broker
+        unexplained = [
+            f"{i[1]}/{i[2]}: {why}"
+            for o in objs
+            if (i := ident_of(o)) in c.refused
+            if (why := self._refusal_problem(o, c, broker))
+        ]
+        if unexplained:
+            return False, f"refused resources not saying why: {unexplained[:5]}", c, broker
         return True, "", c, broker
+
+    def expected(
+        self,
+        c: Claims,
+        broker: dict[Entity, dict[str, float]],
+        before: dict[Entity, dict[str, float]] | None = None,
+    ) -> dict[Entity, dict[str, float]]:
+        """What the broker must hold: the claims, and each kept key as it was (``Claims.kept``).
+
+        A kept key keeps the value the last step ended with (absent stays absent: a refused resource
+        sets nothing new), or one set before the refusal was seen: by this step's operations, or the
+        claim under the grants in force when the step began (``before``).
+        """
+        before = before or {}
+        out = {e: dict(v) for e, v in c.desired.items()}
+        for entity, key in c.kept:
+            if key in self.unmanaged.get(entity, {}):
+                continue  # invariants.check holds unmanaged entries to their seeded values already
+            prev = self._last_broker.get(entity, {}).get(key)
+            have = broker.get(entity, {}).get(key)
+            allowed = (
+                self._step_values.get((entity, key), set())
+                | c.would.get((entity, key), set())
+                | ({prev} if prev is not None else set())
+                | ({before[entity][key]} if key in before.get(entity, {}) else set())
+            )
+            if have is not None and have in allowed:
+                out.setdefault(entity, {})[key] = have
+            elif prev is not None:
+                out.setdefault(entity, {})[key] = prev
+        return out
+
+    def _refusal_problem(self, obj: dict[str, Any], c: Claims, broker: dict[Entity, dict[str, float]]) -> str:
+        """Why a refused resource's status is wrong ('' when right): NotPermitted, saying what it keeps."""
+        ready = condition(obj)
+        if ready.get("status") != "False" or ready.get("reason") != "NotPermitted":
+            return f"Ready={ready.get('status')} reason {ready.get('reason')}, not Ready=False NotPermitted"
+        message = str(ready.get("message", ""))
+        if "grant" not in message:
+            return f"the message does not name the grant: {message!r}"
+        missing = [
+            f"{key} on {entity.path()}"
+            for entity, values in entries_of(obj, self._layouts)
+            for key in values
+            if (entity, key) in c.kept
+            and key in broker.get(entity, {})
+            and (f"{key}=" not in message or f" on {entity.path()}" not in message)
+        ]
+        if missing:
+            return f"keeps {missing} but the message does not say so: {message!r}"
+        return ""
 
     def _without_tolerated(
         self, broker: dict[Entity, dict[str, float]], desired: dict[Entity, dict[str, float]]
@@ -727,7 +1036,8 @@ class Soak:
 
         Otherwise one key left behind would fail every later step for the same reason.
         """
-        verdict = invariants.check(self._without_tolerated(broker, c.desired), c.desired, (), self.unmanaged)
+        want = c.expected if c.expected is not None else c.desired
+        verdict = invariants.check(self._without_tolerated(broker, want), want, (), self.unmanaged)
         for d in verdict.discrepancies:
             if d.expected is None and d.actual is not None:
                 self.tolerated[(d.entity, d.key)] = d.actual
@@ -803,7 +1113,7 @@ class Soak:
         began = time.monotonic()
         self.start()
         try:
-            return self.play_all(generate(self.seed, self.faults, self.kinds))
+            return self.play_all(generate(self.seed, self.faults, self.kinds, topics=self.brokers > 1))
         except KeyboardInterrupt:
             # Ctrl-C (or SIGTERM) on a long run: the steps played so far still make a report.
             if self.report is None:
@@ -839,11 +1149,19 @@ class Soak:
     def replay(self, step: int) -> str:
         if self.replay_command is not None:
             return self.replay_command
-        kinds = "" if self.kinds == FAULT_KINDS else f" KINDS={','.join(self.kinds)}"
+        kinds = "" if self.kinds == default_kinds(self.brokers) else f" KINDS={','.join(self.kinds)}"
         broken = f" BREAK={self.break_at}" if self.break_at is not None and self.break_at <= step else ""
-        return f"make soak SEED={self.seed} FAULTS={step}{kinds}{broken}"
+        brokers = f" BROKERS={self.brokers}" if self.brokers > 1 else ""
+        return f"make soak SEED={self.seed} FAULTS={step}{brokers}{kinds}{broken}"
 
     def play(self, step: Step, watch: ReadyWatch) -> StepResult:
+        self._grants_at_step = self.grants
+        self._step_values = {}
+        for op in step.ops():
+            if op.action == "apply" and op.resource.kind != TOPIC_QUOTA:
+                manifest = op.resource.manifest()
+                for key, value in values_of(manifest).items():
+                    self._step_values.setdefault((entity_of(manifest), key), set()).add(value)
         self.send(step.before)
         fault_seconds = self.inject(step)
         ended = time.monotonic()
@@ -876,7 +1194,8 @@ class Soak:
             removals, problems = self.check_removals(broker)
             violations += [f"removal without an event: {p}" for p in problems]
         if c is not None and seconds is not None:
-            violations += [f"ledger = what the operator owns: {p}" for p in self.check_ledger(c.desired)]
+            owned = c.expected if c.expected is not None else c.desired
+            violations += [f"ledger = what the operator owns: {p}" for p in self.check_ledger(owned)]
         violations += [f"Ready before live: {p}" for p in watch.take()]
         return StepResult(
             step.index,
@@ -887,6 +1206,8 @@ class Soak:
             None if seconds is None else round(seconds, 2),
             violations,
             removals,
+            len(c.refused) if c is not None and seconds is not None else 0,
+            sum(1 for e, k in c.kept if k in broker.get(e, {})) if c is not None and seconds is not None else 0,
         )
 
     def _break(self, step: Step) -> None:
@@ -908,6 +1229,11 @@ class Soak:
         op = self.operator
         assert op is not None and op.proc is not None
         op.proc.signal(signal.SIGCONT)
+
+
+def default_kinds(brokers: int) -> tuple[str, ...]:
+    """Every fault kind the mode can inject: the 3-broker mode adds leader moves and the controller killed."""
+    return FAULT_KINDS + THREE_BROKER_KINDS if brokers > 1 else FAULT_KINDS
 
 
 def _ok_passes(op: OperatorProcess) -> float:
@@ -941,9 +1267,10 @@ def run(
     kinds: tuple[str, ...] = FAULT_KINDS,
     progress: Callable[[str], None] | None = None,
     break_at: int | None = None,
+    brokers: int = 1,
 ) -> Report:
     """Start the stack in ``workdir``, play the history of ``seed``, stop everything; the report."""
-    soak = Soak(seed, faults, workdir, kinds, progress, break_at)
+    soak = Soak(seed, faults, workdir, kinds, progress, break_at, brokers=brokers)
     try:
         return soak.run()
     finally:

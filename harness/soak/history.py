@@ -48,10 +48,34 @@ FAULT_KINDS: Final = (
     "crds-reapplied",
     "secret-rotated",
     "kafkacluster-edited",
+    "tenancy-revoked",
 )
+#: Faults of the 3-broker mode only (``make soak BROKERS=3``): partition leaders moved by a
+#: reassignment and a preferred-leader election, and the active KRaft controller SIGKILLed.
+THREE_BROKER_KINDS: Final = ("leader-moved", "controller-killed")
+#: Topics the 3-broker mode creates (name, partitions), replicas on all three brokers.
+TOPICS: Final = (("soak-t0", 6), ("soak-t1", 4))
+#: Principals TopicQuotas give shares to (apart from the ClientQuotas' pools, so the two kinds do
+#: not fight over keys; TopicQuotas still conflict among themselves).
+TOPIC_USERS: Final = ("t0", "t1", "t2")
+TOPIC_CLIENTS: Final = ("tc0", "tc1")
+TOPIC_QUOTA: Final = "TopicQuota"
 #: What a ``kafkacluster-edited`` fault changes (its ``what`` parameter indexes this): none of it
 #: may disturb convergence. The tenancy grants cover every namespace and entity the history uses.
 CLUSTER_EDITS: Final = ("label", "metrics", "protected-client-id", "tenancy")
+#: The tenancy a ``tenancy-revoked`` fault sets (its ``grants`` parameter indexes this): 0 is every
+#: namespace granted everything the history uses (a revocation restored); the others take rights
+#: away from a namespace, so resources already applied are refused (NotPermitted) and must keep
+#: what they set until the grant comes back (README "Multi-tenancy").
+TENANCY_EDITS: Final = (
+    "restored",
+    "soak-b-no-defaults",
+    "soak-a-no-ips",
+    "soak-a-users-u2-u3",
+    "soak-b-clients-c0-c1-ip-1",
+    "soak-b-no-grant",
+    "deny-all",
+)
 #: GitOps operations.
 OP_KINDS: Final = ("create", "modify", "delete", "move", "conflict", "mutation")
 
@@ -81,13 +105,25 @@ class Resource:
     form: str
     #: entity part -> name (None for ``<default>``): "user", "clientId", "ip".
     entity: tuple[tuple[str, str | None], ...]
-    #: spec field -> value (ClientQuota: spec.quota fields; ControllerMutationQuota: "rate").
+    #: spec field -> value (ClientQuota: spec.quota fields; ControllerMutationQuota: "rate";
+    #: TopicQuota: spec.budget fields).
     values: tuple[tuple[str, float], ...]
+    #: TopicQuota only: its clients (entity parts, share in percent); ``form`` is its topic.
+    clients: tuple[tuple[tuple[tuple[str, str | None], ...], int], ...] = ()
 
     def manifest(self) -> dict[str, Any]:
         entity = {part: ({"default": True} if name is None else {"name": name}) for part, name in self.entity}
         spec: dict[str, Any] = {"entity": entity}
-        if self.kind == CLIENT_QUOTA:
+        if self.kind == TOPIC_QUOTA:
+            spec = {
+                "topic": {"name": self.form},
+                "budget": {k: int(v) for k, v in self.values},
+                "enforcement": "ClientQuotas",
+                "clients": [
+                    {**{part: {"name": name} for part, name in parts}, "share": share} for parts, share in self.clients
+                ],
+            }
+        elif self.kind == CLIENT_QUOTA:
             spec["quota"] = {k: _json_number(k, v) for k, v in self.values}
         else:
             spec.update({k: v for k, v in self.values})
@@ -142,6 +178,10 @@ class _Model:
     rng: random.Random
     live: dict[tuple[str, str, str], Resource] = field(default_factory=dict)
     counter: int = 0
+    #: Whether a ``tenancy-revoked`` fault left a grant revoked (the next one restores it, or not).
+    revoked: bool = False
+    #: Whether the history also creates, modifies and deletes TopicQuotas (the 3-broker mode).
+    topics: bool = False
 
     def fresh_name(self, prefix: str) -> str:
         self.counter += 1
@@ -200,8 +240,45 @@ class _Model:
         del self.live[(r.kind, r.namespace, r.name)]
         return Op("delete", r, why)
 
+    def topic_quota(self, name: str | None = None, topic: str | None = None) -> Resource:
+        """A TopicQuota (ClientQuotas enforcement) giving one to three principals shares of a budget."""
+        rng = self.rng
+        fields = sorted(rng.sample(("producerByteRate", "consumerByteRate"), rng.randint(1, 2)))
+        budget = tuple((f, float(rng.randint(1, 10**4) * 1000)) for f in fields)
+        clients: list[tuple[tuple[tuple[str, str | None], ...], int]] = []
+        left = 100
+        for user in sorted(rng.sample(TOPIC_USERS, rng.randint(1, 3))):
+            parts: tuple[tuple[str, str | None], ...] = (("user", user),)
+            if rng.randrange(3) == 0:
+                parts += (("clientId", rng.choice(TOPIC_CLIENTS)),)
+            share = rng.randint(1, max(1, left // 2))
+            left -= share
+            clients.append((parts, share))
+        return Resource(
+            TOPIC_QUOTA,
+            rng.choice(NAMESPACES),
+            name or self.fresh_name("tq"),
+            topic or rng.choice(TOPICS)[0],
+            (),
+            budget,
+            tuple(clients),
+        )
+
+    def topic_operation(self) -> list[Op]:
+        target = self.pick(TOPIC_QUOTA)
+        what = self.rng.choices(("create", "modify", "delete"), weights=(3, 3, 2))[0]
+        if what == "create" or target is None:
+            return [self.put(self.topic_quota(), "topic-create")]
+        if what == "modify":
+            # A new budget and clients on the same topic (the topic may not change in place either).
+            again = self.topic_quota(target.name, target.form)
+            return [self.put(replace(again, namespace=target.namespace), "topic-modify")]
+        return [self.drop(target, "topic-delete")]
+
     def operation(self) -> list[Op]:
         rng = self.rng
+        if self.topics and rng.randrange(3) == 0:
+            return self.topic_operation()
         what = rng.choices(OP_KINDS, weights=(4, 4, 2, 1, 1, 2))[0]
         target = self.pick(CLIENT_QUOTA)
         if what == "create" or target is None:
@@ -264,6 +341,20 @@ class _Model:
                 kind,
                 (("what", rng.randrange(len(CLUSTER_EDITS))), ("on", rng.randrange(2)), ("value", rng.randrange(1000))),
             )
+        if kind == "leader-moved":
+            # Which topic, to which broker id (1-3) its moved partitions' preferred leader goes, how many.
+            return Fault(
+                kind,
+                (("topic", rng.randrange(len(TOPICS))), ("broker", rng.randint(1, 3)), ("count", rng.randint(1, 4))),
+            )
+        if kind == "controller-killed":
+            return Fault(kind, (("down", rng.randint(1, 8)),))
+        if kind == "tenancy-revoked":
+            # After a revocation, half the time the grant comes back; otherwise another one is revoked.
+            restore = self.revoked and rng.randrange(2) == 0
+            grants = 0 if restore else rng.randrange(1, len(TENANCY_EDITS))
+            self.revoked = grants != 0
+            return Fault(kind, (("grants", grants),))
         return Fault(kind)
 
 
@@ -277,9 +368,12 @@ def fields_for(entity: tuple[tuple[str, str | None], ...]) -> tuple[str, ...]:
     return CLIENT_FIELDS
 
 
-def generate(seed: int, faults: int, kinds: tuple[str, ...] = FAULT_KINDS) -> list[Step]:
-    """The history of ``seed``: ``faults`` steps, each with its operations and one fault of ``kinds``."""
-    model = _Model(random.Random(seed))
+def generate(seed: int, faults: int, kinds: tuple[str, ...] = FAULT_KINDS, topics: bool = False) -> list[Step]:
+    """The history of ``seed``: ``faults`` steps, each with its operations and one fault of ``kinds``.
+
+    ``topics`` (the 3-broker mode) adds TopicQuota operations; without it the history is what it was.
+    """
+    model = _Model(random.Random(seed), topics=topics)
     steps = []
     for i in range(faults):
         # The first step always creates something to protect.

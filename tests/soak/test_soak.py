@@ -23,8 +23,19 @@ from pathlib import Path
 
 import pytest
 from harness.soak import engine
-from harness.soak.history import CLIENT_QUOTA, FAULT_KINDS, MUTATION_QUOTA, Fault, Op, Resource, Step, generate
+from harness.soak.history import (
+    CLIENT_QUOTA,
+    FAULT_KINDS,
+    MUTATION_QUOTA,
+    TENANCY_EDITS,
+    Fault,
+    Op,
+    Resource,
+    Step,
+    generate,
+)
 
+from kquota.domain.entities import Entity
 from tests.plugins.resilience import Resilience
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.soak]
@@ -34,11 +45,13 @@ FAULTS = 7
 #: Failover is left to `make soak` and tests/e2e/test_failover.py; the ledger faults are left to the last
 #: test (a deletion by hand, then a restart) and to `make soak`, which run them on purpose. The
 #: Secret rotation and KafkaCluster edits are `make soak`'s too (the last test plays them on purpose):
-#: leaving them out keeps this seed's history, and its cost, what it was.
+#: leaving them out keeps this seed's history, and its cost, what it was. So for tenancy-revoked,
+#: which the last test plays on purpose.
 KINDS = tuple(
     k
     for k in FAULT_KINDS
-    if k not in ("failover", "ledger-deleted", "ledger-edited", "secret-rotated", "kafkacluster-edited")
+    if k
+    not in ("failover", "ledger-deleted", "ledger-edited", "secret-rotated", "kafkacluster-edited", "tenancy-revoked")
 )
 
 
@@ -114,14 +127,19 @@ def test_a_ledger_deleted_by_hand_then_a_restart_loses_no_ownership(soak: engine
     assert report.violations[before:] == [], report.text()
 
 
+def _on_purpose(soak: engine.Soak, test: str, converge_seconds: float) -> int:
+    """Set the soak up for a test's own steps (no break, its bound, its replay); the first step's index."""
+    soak.break_at = None
+    soak.converge_seconds = converge_seconds
+    soak.replay_command = f"pytest tests/soak -k {test}"
+    return len(soak.report.steps) + 1 if soak.report else 1
+
+
 def test_a_rotated_secret_and_kafkacluster_edits_disturb_nothing(soak: engine.Soak) -> None:
     """The operator's password changes on the broker (the old one refused at once, its connections
     dropped) and a change made meanwhile lands once the Secret has the new one; then permissive
     tenancy grants and a metrics block on the KafkaCluster change nothing that converged."""
-    soak.break_at = None
-    soak.converge_seconds = 30.0
-    soak.replay_command = "pytest tests/soak -k rotated_secret"
-    first = len(soak.report.steps) + 1 if soak.report else 1
+    first = _on_purpose(soak, "rotated_secret", 30.0)
     quota = Resource(CLIENT_QUOTA, "soak-a", "rot-c", "user", (("user", "u3"),), (("producerByteRate", 2000.0),))
     modified = Resource(quota.kind, quota.namespace, quota.name, quota.form, quota.entity, (("consumerByteRate", 3e3),))
     steps = [
@@ -138,3 +156,39 @@ def test_a_rotated_secret_and_kafkacluster_edits_disturb_nothing(soak: engine.So
     report = soak.play_all(steps)
     assert report.violations[before:] == [], report.text()
     assert all(s.converge_seconds is not None for s in report.steps[-3:]), report.text()
+
+
+def test_a_revoked_grant_keeps_what_was_set_and_a_restored_one_applies_what_changed_meanwhile(
+    soak: engine.Soak,
+) -> None:
+    """tenancy-revoked: soak-b loses its whole grant, so its resources are refused (NotPermitted,
+    saying what they keep) and keep their keys as they were, even when edited meanwhile; a
+    resource created meanwhile sets nothing. The grant restored, the edit and the new one land."""
+    first = _on_purpose(soak, "revoked_grant", 30.0)
+    quota = Resource(CLIENT_QUOTA, "soak-b", "ten-c", "user", (("user", "u1"),), (("producerByteRate", 4000.0),))
+    edited = Resource(quota.kind, quota.namespace, quota.name, quota.form, quota.entity, (("producerByteRate", 5e3),))
+    late = Resource(CLIENT_QUOTA, "soak-b", "ten-new", "client", (("clientId", "c3"),), (("consumerByteRate", 6e3),))
+    revoke, restore = TENANCY_EDITS.index("soak-b-no-grant"), TENANCY_EDITS.index("restored")
+    steps = [
+        Step(first, (Op("apply", quota, "create"),), Fault("crds-reapplied"), ()),
+        Step(
+            first + 1,
+            (),
+            Fault("tenancy-revoked", (("grants", revoke),)),
+            (Op("apply", edited, "modify"), Op("apply", late, "create")),
+        ),
+        Step(first + 2, (), Fault("tenancy-revoked", (("grants", restore),)), ()),
+    ]
+    before = len(soak.report.violations) if soak.report else 0
+    report = soak.play_all(steps[:2])
+    assert report.violations[before:] == [], report.text()
+    revoked = report.steps[-1]
+    assert revoked.refused_checked >= 2 and revoked.kept_checked >= 1, report.text()
+    broker = soak.broker()
+    assert broker[Entity.for_user("u1")]["producer_byte_rate"] == 4000.0, "refusing must not un-throttle"
+    assert "consumer_byte_rate" not in broker.get(Entity.for_client("c3"), {}), "a refused resource sets nothing"
+    report = soak.play_all(steps[2:])
+    assert report.violations[before:] == [], report.text()
+    broker = soak.broker()
+    assert broker[Entity.for_user("u1")]["producer_byte_rate"] == 5000.0
+    assert broker[Entity.for_client("c3")]["consumer_byte_rate"] == 6000.0

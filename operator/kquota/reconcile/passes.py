@@ -285,7 +285,9 @@ class Pass(Gather, Report):
     def _finish(
         self, inp: PassInput, decision: Decision[ResourceRecord], ledger: Ledger, result: Mapping[str, Outcome]
     ) -> None:
-        self._resolve_release_waiters(inp.every, ledger, decision.claims.holders, inp.cfg.protection)
+        self._resolve_release_waiters(
+            inp.every, ledger, decision.claims.holders, inp.cfg.protection, decision.plan.kept
+        )
         self._remember(decision.records, decision.claimers + decision.refused, result, full=inp.full)
         metrics.PASSES.labels(self.name, "ok").inc()
         if not inp.full:
@@ -315,6 +317,7 @@ class Pass(Gather, Report):
         ledger: Ledger,
         holders: Mapping[tuple[Entity, QuotaKey], ResourceRef],
         protection: Protection,
+        kept: Mapping[Entity, Mapping[QuotaKey, float]],
     ) -> None:
         if not self._release_waiters:
             return
@@ -322,11 +325,14 @@ class Pass(Gather, Report):
         for uid, waiters in list(self._release_waiters.items()):
             rec = by_uid.get(uid)
             # A protected entity is never changed, so deleting a resource cannot wait for
-            # its keys to go (a user added to protectedUsers after its quota was applied).
+            # its keys to go (a user added to protectedUsers after its quota was applied);
+            # nor can it wait for a key a refused resource names, which stays as it is
+            # until that resource is fixed or deleted (refusing never un-throttles).
             released = rec is None or all(
                 key not in ledger.get(entity, {})
                 or holders.get((entity, key)) not in (None, rec.ref)
                 or protection.covers(entity)
+                or key in kept.get(entity, {})
                 for entity, values in rec.entries
                 for key in values
             )
