@@ -330,7 +330,6 @@ class _FailsAfterAlter(Broker):
         return super().broker_configs(broker_id, keys)
 
 
-@pytest.mark.xfail(strict=True, reason="finding (soak BROKERS=3 seed 12 step 5): events are lost, not fixed yet")
 @pytest.mark.parametrize("failure", ["answer lost", "a read after acting fails"])
 def test_a_removal_in_a_pass_that_fails_after_acting_is_still_an_event(failure: str) -> None:
     """Found by the soak (controller-killed, BROKERS=3 seed 12 step 5): removal events are posted at

@@ -9,7 +9,7 @@ ledger shard rewritten after a change by hand.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from typing import Any
 
 from kquota.domain.contest import ContestTracker
@@ -110,17 +110,23 @@ class Events:
         holders: Holders,
         records: tuple[ResourceRecord, ...],
         drifted: list[Drift],
+        gone: Mapping[Entity, Set[QuotaKey]] | None = None,
     ) -> set[str]:
         """An event for every key this pass set or removed on the brokers, with exact values.
 
         A set key goes to the resource that holds it (``Applied``, old and new
         value); a removed key to the resource whose deletion or edit caused it,
-        else to the KafkaCluster (``QuotaRemoved``, with the cause). Drift
+        else to the KafkaCluster (``QuotaRemoved``, with the cause). ``gone``
+        are keys kquota owned that this pass forgets without sending anything,
+        because the brokers no longer had them: they are named the same way, so
+        a removal whose own pass failed before its events still gets one. Drift
         corrections have their own event. Returns the uids that got an Applied
         event, so the status-change event does not repeat it.
         """
         by_ref = {r.ref: r for r in records}
-        causes = self._removal_causes(records) if any(op.value is None for c in done for op in c.ops) else ({}, {})
+        gone = {e: keys for e, keys in (gone or {}).items() if keys}
+        removing = bool(gone) or any(op.value is None for c in done for op in c.ops)
+        causes = self._removal_causes(records) if removing else ({}, {})
         drift = {(d.entity, d.key) for d in drifted}
         applied: dict[str, tuple[ResourceRecord, list[str]]] = {}
         removed: dict[tuple[str, str], tuple[ResourceRecord | None, bool, list[str]]] = {}
@@ -142,6 +148,18 @@ class Events:
                 cause_rec, cause, warn = self._removal_cause(change.entity, op.key, causes, owned_before)
                 text = f"{op.key.value} on {change.entity.path()} (was {'unset' if old is None else value_text(old)})"
                 log.info("cluster %s: removed %s from the brokers: %s", self.name, text, cause)
+                metrics.REMOVED.labels(self.name).inc()
+                group = (cause_rec.ref.uid if cause_rec is not None else "", cause)
+                removed.setdefault(group, (cause_rec, warn, []))[2].append(text)
+        for entity, keys in gone.items():
+            for key in sorted(keys):
+                cause_rec, cause, warn = self._removal_cause(entity, key, causes, owned_before)
+                owned = owned_before.get(entity, {}).get(key)
+                text = (
+                    f"{key.value} on {entity.path()} (was {'unset' if owned is None else value_text(owned)}, "
+                    "already gone from the brokers when this pass read them)"
+                )
+                log.info("cluster %s: forgot %s: %s", self.name, text, cause)
                 metrics.REMOVED.labels(self.name).inc()
                 group = (cause_rec.ref.uid if cause_rec is not None else "", cause)
                 removed.setdefault(group, (cause_rec, warn, []))[2].append(text)

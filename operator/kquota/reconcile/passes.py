@@ -64,6 +64,24 @@ class FullPassYielded(Exception):
     """A full pass stopped before it changed anything, so the changes waiting behind it go first."""
 
 
+class _PhaseClock:
+    """Times a pass's phases into ``kquota_reconcile_phase_seconds`` once the pass's scope is known."""
+
+    def __init__(self, cluster: str) -> None:
+        self.cluster = cluster
+        self.started = self._last = time.monotonic()
+        self._phases: list[tuple[str, float]] = []
+
+    def done(self, phase: str, full: bool | None = None) -> None:
+        now = time.monotonic()
+        self._phases.append((phase, now - self._last))
+        self._last = now
+        if full is not None:
+            scope = "full" if full else "narrow"
+            for name, seconds in self._phases:
+                metrics.PHASE_SECONDS.labels(self.cluster, scope, name).observe(seconds)
+
+
 class Pass(Gather, Report):
     """One pass and what it remembers (part of :class:`~kquota.reconcile.engine.ClusterReconciler`)."""
 
@@ -98,11 +116,11 @@ class Pass(Gather, Report):
 
     async def reconcile_once(self, scope: frozenset[str] | None = None) -> PassReport:
         """One pass: over everything (``scope`` None) or narrowed to the resources with these uids."""
-        started = time.monotonic()
+        clock = _PhaseClock(self.name)
         # Whatever this pass changes, the last one's outcomes are no basis for a metrics reading any more.
         self._observe_basis = None
         inp = await self.gather(scope)
-        gathered = time.monotonic()
+        clock.done("gather")
         # Reading everything (a full pass) takes long at 10,000 resources; a change that came
         # in meanwhile goes first rather than wait for the rest of this pass, which has
         # changed nothing yet (so giving way loses only the reads).
@@ -112,7 +130,17 @@ class Pass(Gather, Report):
         if inp.full and self._full_gives_way():
             raise FullPassYielded
         self._decided(decision)
-        decided = time.monotonic()
+        clock.done("decide")
+        acted = await self._act(inp, decision)
+        clock.done("act")
+        report = await self._report_pass(inp, decision, acted)
+        self._finish(inp, decision, acted.ledger, report.outcomes)
+        clock.done("report", full=inp.full)
+        self._log_pass(inp, report, clock.started)
+        return report
+
+    async def _act(self, inp: PassInput, decision: Decision[ResourceRecord]) -> Acted:
+        """Send the decided changes (write-ahead ledger, alter, rollback) and keep what the next pass needs."""
         acted = await act(
             self.name,
             inp.admin,
@@ -122,32 +150,28 @@ class Pass(Gather, Report):
             time.monotonic() + self.settings.rejected_retry_seconds,
         )
         self._acted(inp, acted)
-        done_acting = time.monotonic()
+        return acted
+
+    async def _report_pass(self, inp: PassInput, decision: Decision[ResourceRecord], acted: Acted) -> PassReport:
+        """After act: events for what changed, the ledger check, the metrics, the outcomes, the statuses."""
         if acted.acl_refusal is not None:
             raise acted.acl_refusal
-        if inp.full:
-            await self._repair_ledger(acted.ledger)
-        seen = await self.observe(inp, decision.claimers)
         fixed = drifted(decision, acted.failed.keys())
         # Record the restores first: a key restored once too often is contested in the outcomes.
         now = time.monotonic()
         newly_contested = [d for d in fixed if self._contest.restored((d.entity, d.key), now)]
+        # The events go before anything else is read: a read that fails below (a broker killed
+        # mid-pass) must not lose the announcement of a removal the brokers already made.
+        announced = await self._events(inp, decision, acted, fixed, newly_contested)
+        if inp.full:
+            await self._repair_ledger(acted.ledger)
+        seen = await self.observe(inp, decision.claimers)
         after = live_after(inp.live, decision.sendable, acted.failed.keys())
         result = pass_outcomes(decision, self._outcome_facts(inp, seen, decision, acted, after))
-        report = await self._report(inp, seen, decision, acted, fixed, newly_contested, result, after)
-        self._finish(inp, decision, acted.ledger, result)
+        report = await self._report(inp, seen, decision, acted, fixed, announced, result, after)
         if inp.full:
             self.last_full_at = time.monotonic()
             self._observe_basis = _ObserveBasis(decision.records, decision.claimers, after, result)
-        self._log_pass(inp, report, started)
-        scope_label = "full" if inp.full else "narrow"
-        for phase, seconds in (
-            ("gather", gathered - started),
-            ("decide", decided - gathered),
-            ("act", done_acting - decided),
-            ("report", time.monotonic() - done_acting),
-        ):
-            metrics.PHASE_SECONDS.labels(self.name, scope_label, phase).observe(seconds)
         return report
 
     async def _repair_ledger(self, ledger: Ledger) -> None:
@@ -253,6 +277,30 @@ class Pass(Gather, Report):
             contest_rule=ContestRule(self._contest.restores, self._contest.window),
         )
 
+    async def _events(
+        self,
+        inp: PassInput,
+        decision: Decision[ResourceRecord],
+        acted: Acted,
+        fixed: list[Drift],
+        newly_contested: list[Drift],
+    ) -> set[str]:
+        """Drift, contest and change events for what this pass did; the uids that got an Applied event."""
+        holders, records = decision.claims.holders, decision.records
+        if fixed:
+            metrics.DRIFT.labels(self.name).inc(len(fixed))
+            await self._drift_events(fixed, holders, records)
+            await self._contest_events(newly_contested, holders, records)
+        done = [c for c in decision.sendable if c.entity not in acted.failed]
+        # Keys forgotten without a removal sent: the brokers no longer had them (an earlier pass's
+        # removal whose answer or events were lost, or another writer), so nothing else names them.
+        gone = {
+            e: {k for k in keys if k not in inp.live.get(e, {})}
+            for e, keys in decision.forget.items()
+            if e not in acted.failed and e not in decision.held_back
+        }
+        return await self._change_events(done, inp.live, inp.ledger, holders, records, fixed, gone)
+
     async def _report(
         self,
         inp: PassInput,
@@ -260,24 +308,17 @@ class Pass(Gather, Report):
         decision: Decision[ResourceRecord],
         acted: Acted,
         fixed: list[Drift],
-        newly_contested: list[Drift],
+        announced: set[str],
         result: dict[str, Outcome],
         after: Mapping[Entity, Mapping[QuotaKey, float]],
     ) -> PassReport:
-        """Events, then statuses (with observed metrics on full passes), then the KafkaCluster's status."""
+        """Statuses (with observed metrics on full passes), then the KafkaCluster's status."""
         sent = decision.sendable
         report = PassReport(len(sent), sum(len(c.ops) for c in sent), len(acted.failed), len(fixed), 0, result)
-        holders, records = decision.claims.holders, decision.records
-        if fixed:
-            metrics.DRIFT.labels(self.name).inc(len(fixed))
-            await self._drift_events(fixed, holders, records)
-            await self._contest_events(newly_contested, holders, records)
-        done = [c for c in sent if c.entity not in acted.failed]
-        announced = await self._change_events(done, inp.live, inp.ledger, holders, records, fixed)
         if inp.full:
             # Metrics are read on full passes only: a narrow pass sees too few resources to attribute them.
-            self._observe(inp.cfg, seen.reading, decision.claimers, records, after)
-        report.status_writes = await self._write_statuses(records, result, prune=inp.full, announced=announced)
+            self._observe(inp.cfg, seen.reading, decision.claimers, decision.records, after)
+        report.status_writes = await self._write_statuses(decision.records, result, prune=inp.full, announced=announced)
         await self._report_hold(decision.hold)
         await self._write_cluster_status(Reason.APPLIED, f"connected; {len(inp.brokers)} broker(s)", len(inp.brokers))
         return report
