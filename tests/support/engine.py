@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from kquota.domain.claims import ResourceClaim, claim_from_body
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.plan import EntityChange
 from kquota.kafka.errors import EntityResult
 from kquota.kafka.settings import ConnectionSettings
-from kquota.reconcile.build import record_from_body
 from kquota.reconcile.engine import ClusterReconciler
 from kquota.reconcile.ports import QuotaAdminPort
-from kquota.reconcile.records import ClusterConfig, ResourceRecord
+from kquota.reconcile.records import ClusterConfig
 from kquota.reconcile.settings import OperatorSettings
 
 
@@ -116,7 +116,7 @@ class Ledger:
         return []
 
 
-def quota(name: str, user: str, rate: int, created: str = "2026-01-01T00:00:00Z", **meta: Any) -> ResourceRecord:
+def quota(name: str, user: str, rate: int, created: str = "2026-01-01T00:00:00Z", **meta: Any) -> ResourceClaim:
     body = {
         "apiVersion": "kquota.io/v1alpha1",
         "kind": "ClientQuota",
@@ -124,11 +124,11 @@ def quota(name: str, user: str, rate: int, created: str = "2026-01-01T00:00:00Z"
         | meta,
         "spec": {"entity": {"user": {"name": user}}, "quota": {"producerByteRate": rate}},
     }
-    return record_from_body("ClientQuota", body, "c")
+    return claim_from_body("ClientQuota", body, "c")
 
 
 def engine(
-    records: list[ResourceRecord], broker: Broker, kube: Kube, config: ClusterConfig | None = None
+    records: list[ResourceClaim], broker: Broker, kube: Kube, config: ClusterConfig | None = None
 ) -> ClusterReconciler:
     async def cfg() -> ClusterConfig:
         return config or ClusterConfig("c", ConnectionSettings(bootstrap_servers="unused:9092"))
@@ -153,9 +153,7 @@ def reason(kube: Kube, name: str) -> str:
     return str(ready["reason"])
 
 
-def client_quota(
-    name: str, user: str, generation: int = 1, deleting: bool = False, **quota_spec: Any
-) -> ResourceRecord:
+def client_quota(name: str, user: str, generation: int = 1, deleting: bool = False, **quota_spec: Any) -> ResourceClaim:
     body = {
         "apiVersion": "kquota.io/v1alpha1",
         "kind": "ClientQuota",
@@ -169,7 +167,7 @@ def client_quota(
         },
         "spec": {"entity": {"user": {"name": user}}, "quota": quota_spec},
     }
-    return record_from_body("ClientQuota", body, "c")
+    return claim_from_body("ClientQuota", body, "c")
 
 
 def config(**kw: Any) -> ClusterConfig:

@@ -19,7 +19,8 @@ import pytest
 
 from kquota.cli import connect
 from kquota.cli.connect import PUBLISHED_NAME, TargetError, add_connection_args, choose_default_cluster, load_target
-from kquota.cli.sources import UNRESOLVED_DEFAULT, Claimant, bind_default_cluster
+from kquota.cli.sources import UNRESOLVED_DEFAULT, bind_default_cluster
+from kquota.domain.claims import ResourceClaim
 from kquota.domain.plan import ResourceRef
 from kquota.k8s import published
 from kquota.k8s.published import PublishedSettings
@@ -162,8 +163,8 @@ def test_neither_flag_nor_operator_is_an_error(problem: str | None, says: str) -
 
 def test_manifests_without_cluster_ref_are_bound_once_it_is_known() -> None:
     ref = ResourceRef("ClientQuota", "a", "x")
-    loose = Claimant(ref, "", UNRESOLVED_DEFAULT, ())
-    pinned = Claimant(ref, "", "other", ())
+    loose = ResourceClaim(ref, "", UNRESOLVED_DEFAULT, ())
+    pinned = ResourceClaim(ref, "", "other", ())
     assert [c.cluster for c in bind_default_cluster([loose, pinned], "prod")] == ["prod", "other"]
     assert [c.cluster for c in bind_default_cluster([loose, pinned], None)] == [UNRESOLVED_DEFAULT, "other"]
 

@@ -14,11 +14,13 @@ import yaml
 
 from kquota.cli import common
 from kquota.cli import plan as plan_cmd
+from kquota.cli.claims import overlay, select, topics_of
 from kquota.cli.connect import Target
 from kquota.cli.main import main
-from kquota.cli.plan import Action, make_report, overlay, render_text, select, to_json
-from kquota.cli.sources import Claimant
+from kquota.cli.plan import render_text, to_json
+from kquota.cli.planning import Action, make_report, shown_changes
 from kquota.cli.term import Term
+from kquota.domain.claims import CLIENT_QUOTA, ResourceClaim
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.plan import Protection, ResourceRef, UnmanagedPolicy
 from kquota.domain.tenancy import Grant
@@ -31,20 +33,22 @@ CONN = ConnectionSettings("kafka:9092")
 Quotas = dict[Entity, dict[QuotaKey, float]]
 
 
-def res(name: str, entity: Entity, values: dict[QuotaKey, float], created: str = "2024-01-01T00:00:00Z") -> Claimant:
-    return Claimant(ResourceRef("ClientQuota", "team-a", name), created, "prod", ((entity, values),))
+def res(
+    name: str, entity: Entity, values: dict[QuotaKey, float], created: str = "2024-01-01T00:00:00Z"
+) -> ResourceClaim:
+    return ResourceClaim(ResourceRef("ClientQuota", "team-a", name), created, "prod", ((entity, values),), CLIENT_QUOTA)
 
 
 @dataclass
 class Case:
-    manifests: list[Claimant]
+    manifests: list[ResourceClaim]
     live: Quotas
     #: None: no ledger (no --cluster), resources in the cluster unknown too.
     ledger: Quotas | None
     #: (action, entity path, key, live, desired)
     rows: list[tuple[Action, str, QuotaKey | None, float | None, float | None]]
     exit: int
-    existing: list[Claimant] = field(default_factory=list)
+    existing: list[ResourceClaim] = field(default_factory=list)
     policy: UnmanagedPolicy = UnmanagedPolicy.IGNORE
     protection: Protection = field(default_factory=Protection)
     entity_filter: list[str] | None = None
@@ -275,18 +279,18 @@ def test_fail_on_conflict(
     ("claimant", "grants", "protection", "note"),
     [
         pytest.param(
-            Claimant(ResourceRef("ClientQuota", "team-a", "x"), "", "other", ((ALICE, {P: 1}),)),
+            ResourceClaim(ResourceRef("ClientQuota", "team-a", "x"), "", "other", ((ALICE, {P: 1}),), CLIENT_QUOTA),
             None,
             Protection(),
             "targets cluster other, not prod",
             id="a resource of another cluster is not planned",
         ),
         pytest.param(
-            Claimant(ResourceRef("TopicQuota", "team-a", "t"), "", "prod", (), "TopicQuota is not reconciled"),
+            ResourceClaim(ResourceRef("TopicQuota", "team-a", "t"), "", "prod", error="spec.budget: no budget"),
             None,
             Protection(),
-            "TopicQuota is not reconciled",
-            id="a TopicQuota sets nothing",
+            "TopicQuota team-a/t: invalid spec: spec.budget: no budget; sets nothing",
+            id="an invalid spec sets nothing",
         ),
         pytest.param(
             res("x", ALICE, {P: 1}),
@@ -305,10 +309,11 @@ def test_fail_on_conflict(
     ],
 )
 def test_resources_the_operator_would_not_act_on_are_noted(
-    claimant: Claimant, grants: tuple[Grant, ...] | None, protection: Protection, note: str
+    claimant: ResourceClaim, grants: tuple[Grant, ...] | None, protection: Protection, note: str
 ) -> None:
-    entries, notes = select([claimant], "prod", grants, protection)
-    assert entries == []
+    selection = select([claimant], "prod", grants, protection, {})
+    assert selection.claims.desired == {}
+    notes = selection.notes
     assert len(notes) == 1
     assert note in notes[0]
 
@@ -375,7 +380,7 @@ def test_json_values_are_integers_when_whole() -> None:
 def test_broker_rejections_make_the_exit_code_an_error() -> None:
     target = Target(CONN, cluster="prod", ledger={}, claimants=[])
     report, the_plan = make_report(target, [res("a", ALICE, {P: 1}), res("b", BOB, {P: 2})], {}, ["users/alice"])
-    assert [a.entity for a in plan_cmd.shown_changes(report, the_plan)] == [ALICE]
+    assert [a.entity for a in shown_changes(report, the_plan)] == [ALICE]
     report.validated = True
     report.rejected = {"users/alice": "INVALID_REQUEST: no"}
     assert report.exit_code() == 1
@@ -420,13 +425,6 @@ def test_usage_errors_exit_1_not_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert "the following arguments are required: -f/--filename" in capsys.readouterr().err
 
 
-def test_the_cli_reads_the_kinds_the_operator_reconciles() -> None:
-    from kquota.cli.sources import PLURALS
-    from kquota.reconcile.build import QUOTA_KINDS
-
-    assert PLURALS == QUOTA_KINDS
-
-
 TOPIC_QUOTA = """\
 apiVersion: kquota.io/v1alpha1
 kind: TopicQuota
@@ -440,11 +438,13 @@ spec:
 """
 
 
-def topic_claimant(enforcement: str) -> Claimant:
+def topic_claimant(enforcement: str) -> ResourceClaim:
     from kquota.api import parse_manifest
-    from kquota.cli.sources import claimant
+    from kquota.cli.sources import manifest_claim
 
-    found = claimant(parse_manifest(yaml.safe_load(TOPIC_QUOTA.replace("ENFORCEMENT", enforcement))), "d", "prod", "")
+    found = manifest_claim(
+        parse_manifest(yaml.safe_load(TOPIC_QUOTA.replace("ENFORCEMENT", enforcement))), "d", "prod", ""
+    )
     assert found is not None
     return found
 
@@ -474,7 +474,7 @@ def test_topic_quotas(
     enforcement: str, leaders: dict[str, dict[int, int]], rows: list[tuple[Any, ...]], note: str | None
 ) -> None:
     c = topic_claimant(enforcement)
-    assert plan_cmd.topics_of([c]) == (["payments"] if enforcement == "ClientQuotas" else [])
+    assert topics_of([c]) == (["payments"] if enforcement == "ClientQuotas" else [])
     target = Target(CONN, cluster="prod", ledger={}, claimants=[])
     report, _ = make_report(target, [c], {}, None, leaders)
     assert [(r.action, r.entity.path(), r.key, r.live, r.desired) for r in report.rows] == rows

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from kquota.api.topicquota import Enforcement
+from kquota.domain.claims import MutationSpec, ResourceClaim, TopicSpec
 from kquota.domain.decide import (
     DecideInput,
     Decision,
@@ -29,7 +31,6 @@ from kquota.domain.status import Reason
 from kquota.domain.tenancy import Grant
 from kquota.domain.topic_outcomes import TopicFacts, topic_outcomes
 from kquota.domain.topics import TopicLayout
-from kquota.reconcile.records import ResourceRecord
 from tests.support.quotas import ALICE, BOB, P
 
 Quotas = Mapping[Entity, Mapping[QuotaKey, float]]
@@ -42,20 +43,18 @@ def res(
     created: str = "2026-01-01T00:00:00Z",
     namespace: str = "ns",
     **kw: Any,
-) -> ResourceRecord:
-    return ResourceRecord(
+) -> ResourceClaim:
+    return ResourceClaim(
         ref=ResourceRef(kind, namespace, name, name),
-        plural=kind.lower() + "s",
         created=created,
         generation=1,
         cluster="c",
         entries=tuple((entries or {}).items()),
-        display=name,
         **kw,
     )
 
 
-def given(records: list[ResourceRecord], **kw: Any) -> DecideInput[ResourceRecord]:
+def given(records: list[ResourceClaim], **kw: Any) -> DecideInput[ResourceClaim]:
     now = kw.pop("now", 1000.0)
     defaults: dict[str, Any] = {
         "records": records,
@@ -77,7 +76,7 @@ def given(records: list[ResourceRecord], **kw: Any) -> DecideInput[ResourceRecor
     return DecideInput(**(defaults | kw))
 
 
-def sent(decision: Decision[ResourceRecord]) -> dict[Entity, dict[QuotaKey, float | None]]:
+def sent(decision: Decision[ResourceClaim]) -> dict[Entity, dict[QuotaKey, float | None]]:
     return {c.entity: {op.key: op.value for op in c.ops} for c in decision.sendable}
 
 
@@ -169,7 +168,7 @@ def set_p(entity: Entity, value: float) -> EntityChange:
 )
 def test_decide_sends_and_refuses(
     case: str,
-    records: list[ResourceRecord],
+    records: list[ResourceClaim],
     kw: dict[str, Any],
     expect_sent: dict[Entity, dict[QuotaKey, float | None]],
     expect_reasons: dict[str, Reason],
@@ -300,7 +299,9 @@ def facts(**kw: Any) -> OutcomeFacts:
     return OutcomeFacts(**(defaults | kw))
 
 
-CMQ = res("m", {ALICE: {QuotaKey.CONTROLLER_MUTATION_RATE: 1.0}}, kind="ControllerMutationQuota")
+CMQ = res(
+    "m", {ALICE: {QuotaKey.CONTROLLER_MUTATION_RATE: 1.0}}, kind="ControllerMutationQuota", spec=MutationSpec(1.0, None)
+)
 
 
 @pytest.mark.parametrize(
@@ -348,7 +349,7 @@ CMQ = res("m", {ALICE: {QuotaKey.CONTROLLER_MUTATION_RATE: 1.0}}, kind="Controll
         ),
     ],
 )
-def test_the_outcome_chain(case: str, records: list[ResourceRecord], kw: dict[str, Any], expect: str) -> None:
+def test_the_outcome_chain(case: str, records: list[ResourceClaim], kw: dict[str, Any], expect: str) -> None:
     decision = decide(given(records))
     assert pass_outcomes(decision, facts(**kw))["a" if records[-1].ref.uid == "a" else "m"].reason.value == expect, case
 
@@ -393,14 +394,9 @@ def test_drift_corrected_is_what_was_sent_and_not_failed() -> None:
 # -- topics ----------------------------------------------------------------------------------------------
 
 
-def topic(name: str, mode: str, topic_name: str = "orders", **kw: Any) -> ResourceRecord:
-    extras = {
-        "topic": topic_name,
-        "enforcement": mode,
-        "budget": {P: 1000.0},
-        "clients": ((ALICE, 50), (BOB, 50)),
-    }
-    return res(name, kind="TopicQuota", extras=extras, **kw)
+def topic(name: str, mode: Enforcement, topic_name: str = "orders", **kw: Any) -> ResourceClaim:
+    spec = TopicSpec(topic_name, mode, {P: 1000.0}, ((ALICE, 50), (BOB, 50)))
+    return res(name, kind="TopicQuota", spec=spec, **kw)
 
 
 LAYOUT = {"orders": TopicLayout.from_partition_leaders({0: 1, 1: 2})}
@@ -439,7 +435,7 @@ LAYOUT = {"orders": TopicLayout.from_partition_leaders({0: 1, 1: 2})}
         ("Monitor", topic("t", "Monitor"), TopicFacts(), "Monitoring"),
     ],
 )
-def test_topic_outcomes(case: str, rec: ResourceRecord, facts_: TopicFacts, expect: str | None) -> None:
+def test_topic_outcomes(case: str, rec: ResourceClaim, facts_: TopicFacts, expect: str | None) -> None:
     entries, decided, _ = topic_outcomes([rec], facts_)
     got = decided.get("t")
     assert (got.reason.value if got else None) == expect, case
@@ -477,7 +473,7 @@ def test_narrow(
     remembered: dict[str, frozenset[Entity]],
     expect: tuple[list[str], set[Entity]] | None,
 ) -> None:
-    far = res("t", kind="TopicQuota", extras={"topic": "x", "enforcement": "Monitor", "clients": ()})
+    far = res("t", kind="TopicQuota", spec=TopicSpec("x", "Monitor", {}, ()))
     records = [res("a", {ALICE: {P: 1.0}}), res("b", {BOB: {P: 1.0}}), far]
     got = narrow(records, frozenset(scope), remembered, 100)
     assert (None if got is None else ([r.ref.uid for r in got[0]], set(got[1]))) == expect, case

@@ -26,8 +26,13 @@ from kquota.api.kafkacluster import KafkaCluster
 from kquota.api.resource import API_VERSION, Resource
 from kquota.api.topicquota import TopicQuota
 
+#: Every kquota kind and its model: the one kind table (the CRDs, their plurals and the quota kinds derive from it).
 KINDS: Final[dict[str, type[Resource]]] = {
     cls.crd.kind: cls for cls in (KafkaCluster, ClientQuota, TopicQuota, ControllerMutationQuota)
+}
+#: The quota kinds the operator reconciles (every kind but KafkaCluster) -> their plural, sorted by kind.
+QUOTA_KINDS: Final[dict[str, str]] = {
+    kind: cls.crd.plural for kind, cls in sorted(KINDS.items()) if cls is not KafkaCluster
 }
 
 

@@ -40,9 +40,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from kquota.api.manifest import QUOTA_KINDS as PLURALS
 from kquota.cli import common
-from kquota.cli.sources import PLURALS, Claimant, claimant_from_object
 from kquota.domain.callback import CALLBACK_CONFIG, callbacks_from_configs
+from kquota.domain.claims import ResourceClaim as Claimant
+from kquota.domain.claims import claim_from_body as claimant_from_object
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.explain import number
 from kquota.domain.guard import APPROVAL_ANNOTATION, GuardLimits

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from kquota.cli import common
+from kquota.cli.claims import load_manifests, overlay, select, topics_of
 from kquota.cli.connect import (
     Quotas,
     TargetError,
@@ -30,14 +31,15 @@ from kquota.cli.connect import (
     read_callbacks,
     read_live,
 )
-from kquota.cli.plan import load_manifests, overlay, select, topics_of
-from kquota.cli.sources import Claimant, bind_default_cluster, with_topic_layouts
+from kquota.cli.sources import bind_default_cluster
 from kquota.cli.term import Cell, Term, safe, value_text
 from kquota.domain.callback import CALLBACK_CONFIG, callback_summary
+from kquota.domain.claims import ResourceClaim
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.explain import Candidate, KeyExplanation, Owner, Ownership, explain, owner_of, shared_by
-from kquota.domain.plan import Protection, resolve_claims
+from kquota.domain.plan import Protection
 from kquota.domain.resolver import LEVEL_NAMES, Connection
+from kquota.domain.tenancy import Grant
 
 EPILOG: Final = """\
 examples:
@@ -134,22 +136,21 @@ def to_json(
 
 def explain_entries(
     values: Quotas,
-    claimants: Sequence[Claimant],
+    claimants: Sequence[ResourceClaim],
     cluster: str | None,
     connection: Connection,
     ledger: Quotas | None,
     live: bool,
     protection: Protection | None = None,
-    grants: Any = None,
+    grants: tuple[Grant, ...] | None = None,
     leaders: Mapping[str, Mapping[int, int]] | None = None,
 ) -> tuple[list[KeyExplanation], list[str]]:
     """The explanation of live ``values``, or (``live`` False) of the claimants' desired state.
 
     ``leaders`` is the live leader layout of the topics TopicQuotas name; None offline.
     """
-    claimants = with_topic_layouts(claimants, leaders)
-    entries, notes = select(claimants, cluster, grants, protection or Protection())
-    claims = resolve_claims(entries)
+    selection = select(claimants, cluster, grants, protection or Protection(), leaders)
+    claims, notes = selection.claims, selection.notes
     quotas: Quotas = values if live else {e: dict(v) for e, v in claims.desired.items()}
 
     def owner(entity: Entity, key: QuotaKey, value: float) -> Owner:

@@ -7,10 +7,9 @@ quotas) are skipped, not errors; anything in the ``kquota.io`` group or of a
 kquota kind goes through :func:`kquota.api.parse_manifest`, so a misspelt
 apiVersion is reported with the API server's message rather than ignored.
 
-:class:`Claimant` is the CLI's view of one quota resource: what it asks for
-on which cluster, or why it asks for nothing. It is built the same way the
-operator builds its records (:mod:`kquota.reconcile.build`), without
-importing the Kubernetes client, so offline commands start fast.
+Quota manifests become :class:`kquota.domain.claims.ResourceClaim` records,
+the operator's own, without importing the Kubernetes client, so offline
+commands start fast.
 """
 
 from __future__ import annotations
@@ -22,28 +21,16 @@ from pathlib import Path
 from typing import Any, Final
 
 import yaml
-from pydantic import ValidationError
 
 from kquota.api.clientquota import ClientQuota
 from kquota.api.controllermutationquota import ControllerMutationQuota
 from kquota.api.manifest import KINDS, ManifestError, parse_manifest
 from kquota.api.resource import GROUP, Resource
 from kquota.api.topicquota import TopicQuota
-from kquota.domain.desired import desired_entries
-from kquota.domain.entities import Entity, QuotaKey
+from kquota.domain.claims import ResourceClaim, claim_of
 from kquota.domain.plan import ResourceRef
-from kquota.domain.topics import TopicLayout
 
 SUFFIXES: Final = (".yaml", ".yml", ".json")
-#: The quota kinds the operator reconciles and their plurals: the same as
-#: ``kquota.reconcile.build.QUOTA_KINDS`` (a unit test keeps them equal), repeated
-#: here so that offline commands do not import the Kubernetes client.
-PLURALS: Final = {
-    "ClientQuota": "clientquotas",
-    "ControllerMutationQuota": "controllermutationquotas",
-    "TopicQuota": "topicquotas",
-}
-
 
 #: The cluster of a manifest without clusterRef while the operator's default cluster is not known yet
 #: (it is read from the cluster, after the manifests): never a valid KafkaCluster name.
@@ -158,115 +145,33 @@ def validate_documents(docs: Iterable[Document], default_namespace: str = "defau
     return checked, skipped
 
 
-@dataclass(frozen=True, slots=True)
-class Claimant:
-    """One quota resource as the planner sees it: the entries it asks for on a cluster, or why none."""
-
-    ref: ResourceRef
-    #: RFC 3339 creation time: the older resource wins a key both claim.
-    created: str
-    #: The KafkaCluster it targets (its clusterRef, or the operator's default cluster).
-    cluster: str
-    entries: tuple[tuple[Entity, Mapping[QuotaKey, float]], ...]
-    #: Why the resource asks for nothing (an invalid spec, a topic that does not exist).
-    skipped: str | None = None
-    #: A TopicQuota enforced through client quotas: its entries depend on the topic's live
-    #: leader layout and are filled in by :func:`with_topic_layouts`.
-    topic_quota: TopicQuota | None = None
-
-    @property
-    def topic(self) -> str | None:
-        tq = self.topic_quota
-        return None if tq is None or tq.spec.topic.default else tq.spec.topic.name
-
-
-def claimant(
-    resource: Resource, default_namespace: str, default_cluster: str, created: str, uid: str = ""
-) -> Claimant | None:
-    """The claim of a parsed resource; None for kinds that are not quotas (KafkaCluster)."""
+def manifest_claim(
+    resource: Resource, default_namespace: str, default_cluster: str, created: str
+) -> ResourceClaim | None:
+    """The claim of a parsed manifest; None for kinds that are not quotas (KafkaCluster)."""
     if not isinstance(resource, ClientQuota | ControllerMutationQuota | TopicQuota):
         return None
-    kind = resource.crd.kind
-    ref = ResourceRef(kind, resource.metadata.namespace or default_namespace, resource.metadata.name or "", uid)
-    cluster = resource.spec.cluster_ref or default_cluster
-    if isinstance(resource, TopicQuota):
-        # Monitor and TopicConfig budgets set no client quotas; ClientQuotas ones wait for the layout.
-        enforced = resource.spec.enforcement == "ClientQuotas"
-        return Claimant(ref, created, cluster, (), None, resource if enforced else None)
-    try:
-        entries = tuple(desired_entries(resource))
-    except ValueError as exc:
-        return Claimant(ref, created, cluster, (), f"invalid spec: {exc}")
-    return Claimant(ref, created, cluster, entries)
-
-
-def claimant_from_object(kind: str, body: Mapping[str, Any], default_cluster: str) -> Claimant:
-    """The claim of an object read from the API server (admitted, so normally valid).
-
-    Like the operator's ``record_from_body``: a spec that the models reject
-    (an older CRD let it in) makes a claimant that asks for nothing.
-    """
-    meta = body.get("metadata") or {}
-    spec = body.get("spec") or {}
-    ref = ResourceRef(kind, meta.get("namespace") or "", meta.get("name", ""), meta.get("uid", ""))
-    created = str(meta.get("creationTimestamp") or "")
-    cluster = spec.get("clusterRef") or default_cluster
-    try:
-        model = KINDS[kind].model_validate(
-            {"apiVersion": body.get("apiVersion"), "kind": kind, "metadata": dict(meta), "spec": dict(spec)}
-        )
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err.get("loc", ()))
-        return Claimant(ref, created, cluster, (), f"invalid spec: {where}: {err.get('msg', 'invalid')}")
-    found = claimant(model, ref.namespace, default_cluster, created, ref.uid)
-    assert found is not None  # kind is a quota kind
-    return found
+    ref = ResourceRef(resource.crd.kind, resource.metadata.namespace or default_namespace, resource.metadata.name or "")
+    return claim_of(resource, ref, created, resource.spec.cluster_ref or default_cluster)
 
 
 def load_claimants(
     paths: Iterable[str], recursive: bool, namespace: str, default_cluster: str, created: str
-) -> tuple[list[Claimant], list[Checked]]:
+) -> tuple[list[ResourceClaim], list[Checked]]:
     """The claims of the manifests under ``paths``, and the invalid documents (raises SourceError)."""
     checked, _ = validate_documents(read_documents(paths, recursive), namespace)
     invalid = [c for c in checked if c.error is not None]
     claims = [
         found
         for c in checked
-        if c.resource is not None and (found := claimant(c.resource, namespace, default_cluster, created)) is not None
+        if c.resource is not None
+        and (found := manifest_claim(c.resource, namespace, default_cluster, created)) is not None
     ]
     return claims, invalid
 
 
-def bind_default_cluster(claimants: Iterable[Claimant], default_cluster: str | None) -> list[Claimant]:
+def bind_default_cluster(claimants: Iterable[ResourceClaim], default_cluster: str | None) -> list[ResourceClaim]:
     """Manifests loaded before the default cluster was known, now targeting it (None: still unknown)."""
     if default_cluster is None:
         return list(claimants)
     return [replace(c, cluster=default_cluster) if c.cluster == UNRESOLVED_DEFAULT else c for c in claimants]
-
-
-def with_topic_layouts(
-    claimants: Iterable[Claimant], leaders: Mapping[str, Mapping[int, int]] | None
-) -> list[Claimant]:
-    """TopicQuotas enforced through client quotas, with their entries from the live leader layout.
-
-    ``leaders`` is partition -> leader broker per existing topic, as the brokers
-    report it; None when no broker is reachable (explaining manifests offline).
-    The operator computes the same entries on every pass
-    (:func:`kquota.domain.desired.desired_entries`).
-    """
-    out: list[Claimant] = []
-    for c in claimants:
-        if c.topic_quota is None or c.skipped:
-            out.append(c)
-            continue
-        partitions = (leaders or {}).get(c.topic or "")
-        if leaders is None:
-            why = "its client quotas follow the topic's live leader layout: give --bootstrap-server or --cluster"
-            out.append(replace(c, skipped=why))
-        elif not partitions:
-            out.append(replace(c, skipped=f"topic {c.topic!r} does not exist (yet); it sets no client quotas"))
-        else:
-            entries = tuple(desired_entries(c.topic_quota, TopicLayout.from_partition_leaders(partitions)))
-            out.append(replace(c, entries=entries))
-    return out

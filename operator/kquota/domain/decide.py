@@ -14,37 +14,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
-from typing import Any, Generic, Protocol, Self, TypeVar
+from typing import Any, Generic, TypeVar
 
+from kquota.domain.claims import TopicSpec
 from kquota.domain.entities import Entity, QuotaKey
+from kquota.domain.gating import Claimant, gate_claims
 from kquota.domain.guard import GuardHold, GuardLimits, guard, removals, without
-from kquota.domain.plan import (
-    ClaimResolution,
-    DesiredEntry,
-    EntityChange,
-    Plan,
-    Protection,
-    UnmanagedPolicy,
-    plan,
-    resolve_claims,
-)
+from kquota.domain.plan import ClaimResolution, EntityChange, Plan, Protection, UnmanagedPolicy, plan
 from kquota.domain.status import Outcome, Reason, value_text
-from kquota.domain.tenancy import Grant, refusal
-from kquota.domain.topic_outcomes import TopicClaimant, TopicFacts, topic_outcomes
+from kquota.domain.tenancy import Grant
+from kquota.domain.topic_outcomes import TopicFacts
 
 Entries = tuple[tuple[Entity, Mapping[QuotaKey, float]], ...]
 Quotas = Mapping[Entity, Mapping[QuotaKey, float]]
 Key = tuple[Entity, QuotaKey]
-
-
-class Claimant(TopicClaimant, Protocol):
-    """What decide needs of a quota resource (the reconciler's ResourceRecord is one)."""
-
-    @property
-    def created(self) -> str: ...
-    @property
-    def entries(self) -> Entries: ...
-    def with_entries(self, entries: Entries) -> Self: ...
 
 
 R = TypeVar("R", bound=Claimant)
@@ -143,7 +126,8 @@ def narrow(
         for rec in records:
             if rec.ref.kind == "TopicQuota":
                 # Its entities come from the live layout (a full pass's work).
-                clients = {e for e, _ in rec.extras.get("clients", ())}
+                spec = rec.spec
+                clients = {e for e, _ in spec.clients} if isinstance(spec, TopicSpec) else set()
                 if rec.ref.uid in scope or clients & touched:
                     return None
                 continue
@@ -163,10 +147,10 @@ def narrow(
 
 def decide(inp: DecideInput[R]) -> Decision[R]:
     """Topics, then gating and claims, then the plan, then what is held back, then the guard."""
-    entries, outcomes, topic_allowance = topic_outcomes(inp.records, inp.topics)
-    records = tuple(rec.with_entries(entries[rec.ref.uid]) if rec.ref.uid in entries else rec for rec in inp.records)
+    gated = gate_claims(inp.records, inp.topics, inp.grants, inp.protection, inp.remembered)
+    records, claimers, refused, claims, keep = gated.records, gated.claimers, gated.refused, gated.claims, gated.keep
+    outcomes, topic_allowance = gated.outcomes, gated.topic_allowance
     frozen = frozen_clients(records, outcomes)
-    claimers, refused, claims, keep = gate(records, outcomes, inp.grants, inp.protection, inp.remembered)
     owned = inp.ledger if inp.touched is None else {e: inp.ledger[e] for e in inp.touched if e in inp.ledger}
     the_plan = plan(claims.desired, inp.live, owned, inp.policy, inp.protection, keep)
     outcomes.update(with_kept(refused, outcomes, the_plan.kept, inp.remembered))
@@ -227,48 +211,10 @@ def frozen_clients(records: Iterable[Claimant], outcomes: Mapping[str, Outcome])
         for rec in records
         if (outcome := outcomes.get(rec.ref.uid)) is not None
         and outcome.reason is Reason.NOT_AUTHORIZED
-        and rec.extras.get("enforcement") == "ClientQuotas"
-        for entity, _ in rec.extras.get("clients", ())
+        and isinstance(spec := rec.spec, TopicSpec)
+        and spec.splits
+        for entity, _ in spec.clients
     }
-
-
-def gate(
-    records: Iterable[R],
-    outcomes: dict[str, Outcome],
-    grants: tuple[Grant, ...] | None,
-    protection: Protection,
-    remembered: Mapping[str, frozenset[Entity]],
-) -> tuple[list[R], list[R], ClaimResolution, dict[Entity, frozenset[QuotaKey] | None]]:
-    """Claimers, refused resources (their outcomes added to ``outcomes``), the resolved claims and what to keep.
-
-    A refused resource (invalid spec, outside its tenancy grant) keeps what it
-    set on the brokers: refusing must not un-throttle its clients.
-    """
-    claimers: list[R] = []
-    refused_recs: list[R] = []
-    entries: list[DesiredEntry] = []
-    keep: dict[Entity, frozenset[QuotaKey] | None] = {}
-    for rec in records:
-        if rec.deleting or rec.ref.uid in outcomes:
-            continue
-        if rec.error is not None:
-            outcomes[rec.ref.uid] = Outcome(Reason.INVALID_SPEC, rec.error)
-            refused_recs.append(rec)
-            for entity in remembered.get(rec.ref.uid, ()):
-                keep[entity] = None
-            continue
-        refused = refusal(rec.ref.namespace, [e for e, _ in rec.entries], grants, protection)
-        if refused is not None:
-            outcomes[rec.ref.uid] = Outcome(*refused)
-            if refused[0] not in (Reason.PROTECTED, Reason.OWNED_BY_STRIMZI):
-                refused_recs.append(rec)
-                for entity, values in rec.entries:
-                    held = keep.get(entity, frozenset())
-                    keep[entity] = None if held is None else held | frozenset(values)
-            continue
-        claimers.append(rec)
-        entries.extend(DesiredEntry(rec.ref, rec.created, e, v) for e, v in rec.entries)
-    return claimers, refused_recs, resolve_claims(entries), keep
 
 
 def kept_text(rec: Claimant, kept: Quotas, remembered: Mapping[str, frozenset[Entity]]) -> str:

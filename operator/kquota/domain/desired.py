@@ -9,7 +9,7 @@ whole numbers at most 2**53-1 (checked by the API), so the float is exact.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from kquota.api.clientquota import ClientQuota, ClientQuotaEntity, ClientQuotaLimits
 from kquota.api.controllermutationquota import ControllerMutationEntity, ControllerMutationQuota
@@ -88,7 +88,7 @@ def topic_clients(resource: TopicQuota) -> list[tuple[Entity, int]]:
 
 
 def split_budget(
-    budget: QuotaValues, clients: Iterable[tuple[Entity, int]], layout: TopicLayout
+    budget: Mapping[QuotaKey, float], clients: Iterable[tuple[Entity, int]], layout: TopicLayout
 ) -> list[tuple[Entity, QuotaValues]]:
     """Each client's quota from a topic budget and its share, on the live leader layout.
 

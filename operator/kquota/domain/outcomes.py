@@ -19,8 +19,10 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kquota.domain.callback import with_callback
-from kquota.domain.decide import Claimant, Decision
+from kquota.domain.claims import MutationSpec, TopicSpec
+from kquota.domain.decide import Decision
 from kquota.domain.entities import Entity, QuotaKey
+from kquota.domain.gating import Claimant, conflict_outcome
 from kquota.domain.mutation import ControllerWindow, with_burst
 from kquota.domain.plan import ClaimResolution, Drift, EntityChange, ResourceRef
 from kquota.domain.status import Outcome, Reason, value_text
@@ -74,16 +76,9 @@ def base_outcome(
                 applied,
                 False,
             )
-    conflicts = claims.conflicts.get(ref, [])
-    if conflicts:
-        first = conflicts[0]
-        keys = ", ".join(sorted({c.key.value for c in conflicts}))
-        return Outcome(
-            Reason.CONFLICT,
-            f"{keys} on {first.entity.path()} is already set by {first.winner} (the older resource wins)",
-            applied,
-            False,
-        )
+    conflict = conflict_outcome(ref, claims, applied)
+    if conflict is not None:
+        return conflict
     if all_live:
         return Outcome(Reason.APPLIED, "quota applied on the brokers", applied, True)
     return Outcome(Reason.PENDING, "waiting for the brokers to apply the quota", applied, False)
@@ -191,10 +186,9 @@ def pass_outcomes(decision: Decision[R], facts: OutcomeFacts) -> dict[str, Outco
         outcome = base_outcome(
             rec.ref, rec.entries, claims, facts.live_after, facts.problems, facts.retrying, facts.retry_seconds
         )
-        if rec.ref.kind == "ControllerMutationQuota":
-            rate, burst = float(rec.extras.get("rate", 0.0)), rec.extras.get("expectedBurst")
-            outcome = with_burst(outcome, rate, burst, facts.windows)
-        elif rec.ref.kind == "TopicQuota":
+        if isinstance(rec.spec, MutationSpec):
+            outcome = with_burst(outcome, rec.spec.rate, rec.spec.expected_burst, facts.windows)
+        elif isinstance(rec.spec, TopicSpec):
             outcome = with_enforcement(outcome, rec.entries, decision.topic_allowance.get(rec.ref.uid))
         outcome = with_callback(outcome, (e for e, _ in rec.entries), facts.callbacks, facts.callback_honoured)
         out[rec.ref.uid] = with_contest(

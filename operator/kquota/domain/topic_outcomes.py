@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from kquota.domain.claims import KindSpec, TopicSpec
 from kquota.domain.desired import split_budget
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.plan import ResourceRef
@@ -33,7 +34,7 @@ class TopicClaimant(Protocol):
     @property
     def status(self) -> Mapping[str, Any]: ...
     @property
-    def extras(self) -> Mapping[str, Any]: ...
+    def spec(self) -> KindSpec | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,9 +50,9 @@ class TopicFacts:
     kip1010: Mapping[str, bool | str] = field(default_factory=dict)
 
 
-def topic_recs(records: Iterable[TopicClaimant]) -> list[TopicClaimant]:
-    """The TopicQuotas a pass looks at (not deleting, valid)."""
-    return [r for r in records if r.ref.kind == "TopicQuota" and not r.deleting and r.error is None]
+def topic_recs(records: Iterable[TopicClaimant]) -> list[tuple[TopicClaimant, TopicSpec]]:
+    """The TopicQuotas a pass looks at (not deleting, valid), with their specs."""
+    return [(r, r.spec) for r in records if isinstance(r.spec, TopicSpec) and not r.deleting and r.error is None]
 
 
 def topic_outcomes(
@@ -64,15 +65,15 @@ def topic_outcomes(
     entries: dict[str, Entries] = {}
     outcomes: dict[str, Outcome] = {}
     allowances: dict[str, dict[str, Any]] = {}
-    for rec in topic_recs(records):
+    for rec, spec in topic_recs(records):
         uid = rec.ref.uid
-        topic, mode, budget = rec.extras["topic"], rec.extras["enforcement"], rec.extras["budget"]
+        topic, mode, budget = spec.topic, spec.enforcement, spec.budget
         layout = facts.layouts.get(topic) if topic else None
         share = allowance(budget, layout) if layout else None
         if share is not None:
             allowances[uid] = share
         missing = f"topic {topic!r} does not exist (yet)"
-        if topic in facts.refused:
+        if topic is not None and topic in facts.refused:
             kept = dict((rec.status.get("applied") or {}).get("values") or {})
             outcomes[uid] = Outcome(Reason.NOT_AUTHORIZED, facts.refused[topic], kept, allowance=share)
         elif mode == "ClientQuotas":
@@ -82,7 +83,7 @@ def topic_outcomes(
                     f"{missing}: its clients' quotas are computed from its partition leaders",
                 )
             else:
-                entries[uid] = tuple(split_budget(budget, rec.extras["clients"], layout))
+                entries[uid] = tuple(split_budget(budget, spec.clients, layout))
         elif mode == "TopicConfig":
             outcomes[uid] = _topic_config(facts.kip1010.get(uid), missing, share)
         else:
@@ -117,7 +118,7 @@ def _topic_config(kip1010: bool | str | None, missing: str, share: Mapping[str, 
     )
 
 
-def probe_topic(topic: str, layouts: Mapping[str, TopicLayout]) -> str | None:
+def probe_topic(topic: str | None, layouts: Mapping[str, TopicLayout]) -> str | None:
     """Which topic a TopicConfig-mode TopicQuota's KIP-1010 probe asks about (None: no topic exists to ask)."""
     if not layouts:
         return None

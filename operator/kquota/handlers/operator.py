@@ -3,7 +3,7 @@
 Shape, and why:
 
 * **Indexes are the store.** Every quota resource is kept in a Kopf index as a
-  parsed :class:`~kquota.reconcile.records.ResourceRecord`, keyed by cluster.
+  parsed :class:`~kquota.domain.claims.ResourceClaim`, keyed by cluster.
   Kopf fills all indexes from the initial listing *before* any handler or daemon
   runs, so after a restart the reconciler never plans against a half-read
   desired state (which would remove keys and put them back).
@@ -40,16 +40,18 @@ from typing import Any
 import kopf
 
 from kquota import __version__
+from kquota.api.manifest import QUOTA_KINDS
 from kquota.api.resource import GROUP, VERSION
+from kquota.domain.claims import ResourceClaim, claim_from_body
 from kquota.domain.guard import APPROVAL_ANNOTATION
 from kquota.k8s import published
 from kquota.k8s.api import Kube, connect
 from kquota.k8s.ledger import LedgerStore
 from kquota.kafka.errors import KafkaUnavailable
-from kquota.reconcile.build import QUOTA_KINDS, ClusterResolver, record_from_body
+from kquota.reconcile.build import ClusterResolver
 from kquota.reconcile.engine import ClusterReconciler
 from kquota.reconcile.orphans import OrphanReporter, RecordStore
-from kquota.reconcile.records import ResourceRecord
+from kquota.reconcile.records import object_ref
 from kquota.reconcile.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
@@ -174,7 +176,7 @@ def _version(body: kopf.Body) -> tuple[Any, ...]:
 def _index(kind: str) -> Any:
     # async on purpose: Kopf runs sync handlers in executor threads, and the
     # trigger below must run on the event loop (asyncio.Event is not thread-safe).
-    async def index(body: kopf.Body, memo: kopf.Memo, **_: Any) -> dict[str, ResourceRecord]:
+    async def index(body: kopf.Body, memo: kopf.Memo, **_: Any) -> dict[str, ResourceClaim]:
         st = state(memo)
         version = _version(body)
         last = memo.get(_MEMO_KEY)
@@ -184,7 +186,7 @@ def _index(kind: str) -> Any:
             # is woken; the full pass on the drift timer still sees everything.
             rec = replace(last[1], status=dict(body.get("status") or {}))
         else:
-            rec = record_from_body(kind, body, st.settings.default_cluster)
+            rec = claim_from_body(kind, body, st.settings.default_cluster)
             engine = st.engines.get(rec.cluster)
             if engine is not None:
                 engine.trigger(rec.ref.uid)
@@ -225,7 +227,7 @@ async def _released(engine: ClusterReconciler, uid: str) -> None:
 def _delete(kind: str) -> Any:
     async def delete(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
         st = state(memo)
-        rec = record_from_body(kind, body, st.settings.default_cluster)
+        rec = claim_from_body(kind, body, st.settings.default_cluster)
         engine = st.engines.get(rec.cluster)
         if engine is None and rec.cluster in kwargs["kafkaclusters_index"]:
             # The KafkaCluster exists but its reconciler has not started yet (just
@@ -240,7 +242,7 @@ def _delete(kind: str) -> Any:
             )
             log.warning("%s %s/%s deleted: %s", kind, rec.ref.namespace, rec.ref.name, message)
             if st.kube is not None:
-                await st.kube.event(rec.object_ref, "Warning", "QuotaKept", message)
+                await st.kube.event(object_ref(rec), "Warning", "QuotaKept", message)
             st.records.pop(rec.ref.uid, None)
             return
         await _released(engine, rec.ref.uid)

@@ -1,9 +1,7 @@
-"""From Kubernetes objects to what the reconciler works with.
+"""From a KafkaCluster object to what the reconciler works with.
 
-``record_from_body`` turns any quota resource into a ResourceRecord: a spec the
-API server admitted but kquota cannot use (an old CRD, a field the schema could
-not check) becomes a record with ``error`` set, so it is reported InvalidSpec in
-status instead of crashing the handler. ``cluster_config`` resolves a
+(Quota resources become records through :func:`kquota.domain.claims.claim_from_body`,
+which the CLI shares.) ``cluster_config`` resolves a
 KafkaCluster, reading credentials from Secrets; they go into the connection
 settings only, which never print them. It runs on every reconcile pass, so a
 changed Secret takes effect on the next pass without touching the KafkaCluster.
@@ -21,12 +19,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from kquota.api.clientquota import ClientQuota
-from kquota.api.controllermutationquota import ControllerMutationQuota
 from kquota.api.kafkacluster import ExporterNames, KafkaCluster, duration_seconds
-from kquota.api.topicquota import TopicQuota
-from kquota.domain.desired import desired_entries, topic_budget, topic_clients
-from kquota.domain.plan import Protection, ResourceRef, UnmanagedPolicy
+from kquota.domain.plan import Protection, UnmanagedPolicy
 from kquota.domain.strimzi import StrimziOwnership
 from kquota.domain.tenancy import Grant
 from kquota.k8s.api import Kube, SecretNotFound
@@ -34,7 +28,7 @@ from kquota.kafka.jaas import JaasError, jaas_options
 from kquota.kafka.principal import CertificateError, subject_principal
 from kquota.kafka.settings import ConnectionSettings, tls_file
 from kquota.metrics.names import MetricNames
-from kquota.reconcile.records import ClusterConfig, MetricsConfig, ResourceRecord
+from kquota.reconcile.records import ClusterConfig, MetricsConfig
 from kquota.reconcile.settings import OperatorSettings
 from kquota.reconcile.strimzi import resolve as resolve_strimzi
 
@@ -42,65 +36,6 @@ from kquota.reconcile.strimzi import resolve as resolve_strimzi
 JAAS_KEY = "sasl.jaas.config"
 
 log = logging.getLogger(__name__)
-
-#: Quota kinds the reconciler manages -> their plural.
-QUOTA_KINDS: dict[str, str] = {
-    "ClientQuota": "clientquotas",
-    "ControllerMutationQuota": "controllermutationquotas",
-    "TopicQuota": "topicquotas",
-}
-_MODELS: dict[str, type[ClientQuota] | type[ControllerMutationQuota] | type[TopicQuota]] = {
-    "ClientQuota": ClientQuota,
-    "ControllerMutationQuota": ControllerMutationQuota,
-    "TopicQuota": TopicQuota,
-}
-
-
-def _first_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    where = ".".join(str(p) for p in err.get("loc", ()))
-    return f"{where}: {err.get('msg', 'invalid')}" if where else str(err.get("msg", "invalid"))
-
-
-def record_from_body(kind: str, body: Mapping[str, Any], default_cluster: str) -> ResourceRecord:
-    meta = body.get("metadata", {})
-    spec = body.get("spec") or {}
-    ref = ResourceRef(kind, meta.get("namespace") or "", meta.get("name", ""), meta.get("uid", ""))
-    common = {
-        "ref": ref,
-        "plural": QUOTA_KINDS[kind],
-        "created": meta.get("creationTimestamp", ""),
-        "generation": int(meta.get("generation") or 0),
-        "cluster": spec.get("clusterRef") or default_cluster,
-        "deleting": bool(meta.get("deletionTimestamp")),
-        "status": dict(body.get("status") or {}),
-    }
-    try:
-        model = _MODELS[kind].model_validate(
-            {"apiVersion": body.get("apiVersion"), "kind": kind, "metadata": dict(meta), "spec": dict(spec)}
-        )
-        if isinstance(model, TopicQuota):
-            # Its client quotas depend on the live leader layout: the reconciler
-            # computes them on every pass from these extras.
-            topic = model.spec.topic.name if not model.spec.topic.default else None
-            extras: dict[str, Any] = {
-                "topic": topic,
-                "enforcement": model.spec.enforcement,
-                "budget": topic_budget(model),
-                "clients": tuple(topic_clients(model)),
-            }
-            display = f"topics/{topic}" if topic else "topics/<default>"
-            return ResourceRecord(entries=(), display=display, extras=extras, **common)
-        entries = tuple(desired_entries(model))
-    except ValidationError as exc:
-        return ResourceRecord(entries=(), display="", error=_first_error(exc), **common)
-    except ValueError as exc:
-        return ResourceRecord(entries=(), display="", error=str(exc), **common)
-    display = ", ".join(e.path() for e, _ in entries)
-    extras = {}
-    if isinstance(model, ControllerMutationQuota):
-        extras = {"rate": float(model.spec.rate), "expectedBurst": model.spec.expected_burst}
-    return ResourceRecord(entries=entries, display=display, extras=extras, **common)
 
 
 def sasl_credentials(data: Mapping[str, str], username_key: str, password_key: str, where: str) -> tuple[str, str]:
@@ -261,7 +196,7 @@ def cluster_policy(
     return grants, protection, policy
 
 
-__all__ = ["QUOTA_KINDS", "SecretNotFound", "cluster_config", "cluster_policy", "record_from_body"]
+__all__ = ["SecretNotFound", "cluster_config", "cluster_policy"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
+from kquota.domain.claims import ResourceClaim
 from kquota.domain.ledger import LedgerFromNewerOperator
 from kquota.domain.outcomes import unavailable
 from kquota.domain.status import Reason
@@ -53,7 +54,7 @@ from kquota.reconcile import metrics
 from kquota.reconcile.gather import ClusterNotReady, DuplicateCluster
 from kquota.reconcile.passes import FullPassYielded, Pass, PassReport
 from kquota.reconcile.ports import LedgerPort, QuotaAdminPort, StatusWriter
-from kquota.reconcile.records import ClusterConfig, ResourceRecord
+from kquota.reconcile.records import ClusterConfig
 from kquota.reconcile.settings import OperatorSettings
 
 __all__ = ["ClusterNotReady", "ClusterReconciler", "DuplicateCluster", "PassReport"]
@@ -70,7 +71,7 @@ class ClusterReconciler(Pass):
     def __init__(
         self,
         name: str,
-        indexes: Iterable[Mapping[str, Iterable[ResourceRecord]]],
+        indexes: Iterable[Mapping[str, Iterable[ResourceClaim]]],
         cluster_config: Callable[[], Awaitable[ClusterConfig | None]],
         kube: StatusWriter,
         ledger_store: LedgerPort,

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Mapping, Set
 from typing import Any
 
+from kquota.domain.claims import ResourceClaim
 from kquota.domain.contest import ContestTracker
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.plan import Drift, EntityChange, ResourceRef
@@ -19,13 +20,13 @@ from kquota.domain.status import value_text
 from kquota.k8s.api import ObjectRef, gather_limited
 from kquota.reconcile import metrics
 from kquota.reconcile.ports import StatusWriter
-from kquota.reconcile.records import ResourceRecord
+from kquota.reconcile.records import object_ref
 from kquota.reconcile.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
 
 Holders = Mapping[tuple[Entity, QuotaKey], ResourceRef]
-Causes = tuple[dict[tuple[Entity, QuotaKey], ResourceRecord], dict[Entity, ResourceRecord]]
+Causes = tuple[dict[tuple[Entity, QuotaKey], ResourceClaim], dict[Entity, ResourceClaim]]
 
 
 class Events:
@@ -54,7 +55,7 @@ class Events:
             if ref is not None:
                 await self.kube.event(ref, "Warning", "LedgerRepaired", line)
 
-    async def _drift_events(self, drifted: list[Drift], holders: Holders, records: tuple[ResourceRecord, ...]) -> None:
+    async def _drift_events(self, drifted: list[Drift], holders: Holders, records: tuple[ResourceClaim, ...]) -> None:
         by_ref = {r.ref: r for r in records}
         coros = []
         for d in drifted:
@@ -72,7 +73,7 @@ class Events:
                 live = "unset" if d.live is None else value_text(d.live)
                 coros.append(
                     self.kube.event(
-                        rec.object_ref,
+                        object_ref(rec),
                         "Normal",
                         "DriftCorrected",
                         f"{d.key.value} on {d.entity.path()} was {live} on the brokers; "
@@ -82,7 +83,7 @@ class Events:
         await gather_limited(coros, self.settings.status_concurrency)
 
     async def _contest_events(
-        self, contested: list[Drift], holders: Holders, records: tuple[ResourceRecord, ...]
+        self, contested: list[Drift], holders: Holders, records: tuple[ResourceClaim, ...]
     ) -> None:
         """A Warning event for each key that this pass's restore made contested (restored too often)."""
         by_ref = {r.ref: r for r in records}
@@ -97,7 +98,7 @@ class Events:
             log.warning("cluster %s: %s", self.name, text)
             ref = holders.get((d.entity, d.key))
             rec = by_ref.get(ref) if ref is not None else None
-            target = rec.object_ref if rec is not None else self._cluster_ref()
+            target = object_ref(rec) if rec is not None else self._cluster_ref()
             if target is not None:
                 coros.append(self.kube.event(target, "Warning", "Contested", text))
         await gather_limited(coros, self.settings.status_concurrency)
@@ -108,7 +109,7 @@ class Events:
         live: Mapping[Entity, Mapping[QuotaKey, float]],
         owned_before: Mapping[Entity, Mapping[QuotaKey, float]],
         holders: Holders,
-        records: tuple[ResourceRecord, ...],
+        records: tuple[ResourceClaim, ...],
         drifted: list[Drift],
         gone: Mapping[Entity, Set[QuotaKey]] | None = None,
     ) -> set[str]:
@@ -128,8 +129,8 @@ class Events:
         removing = bool(gone) or any(op.value is None for c in done for op in c.ops)
         causes = self._removal_causes(records) if removing else ({}, {})
         drift = {(d.entity, d.key) for d in drifted}
-        applied: dict[str, tuple[ResourceRecord, list[str]]] = {}
-        removed: dict[tuple[str, str], tuple[ResourceRecord | None, bool, list[str]]] = {}
+        applied: dict[str, tuple[ResourceClaim, list[str]]] = {}
+        removed: dict[tuple[str, str], tuple[ResourceClaim | None, bool, list[str]]] = {}
         coros = []
         for change in done:
             have = live.get(change.entity, {})
@@ -166,16 +167,16 @@ class Events:
         for (_, cause), (cause_rec, warn, texts) in removed.items():
             # One event per resource and cause, naming every key: a deleted resource's
             # three keys are one event, not three.
-            target = cause_rec.object_ref if cause_rec is not None else self._cluster_ref()
+            target = object_ref(cause_rec) if cause_rec is not None else self._cluster_ref()
             if target is not None:
                 message = f"removed from the brokers: {', '.join(texts)}: {cause}"
                 coros.append(self.kube.event(target, "Warning" if warn else "Normal", "QuotaRemoved", message))
         for rec, texts in applied.values():
-            coros.append(self.kube.event(rec.object_ref, "Normal", "Applied", "set " + ", ".join(texts)))
+            coros.append(self.kube.event(object_ref(rec), "Normal", "Applied", "set " + ", ".join(texts)))
         await gather_limited(coros, self.settings.status_concurrency)
         return set(applied)
 
-    def _removal_causes(self, records: tuple[ResourceRecord, ...]) -> Causes:
+    def _removal_causes(self, records: tuple[ResourceClaim, ...]) -> Causes:
         """Index, once per pass, which resource a removal can come from.
 
         The first index maps each key of a resource being deleted to it; the
@@ -183,8 +184,8 @@ class Events:
         (its edit dropped the key). Earlier records win, as a scan would.
         Built once so a prune of N resources costs O(N), not O(N^2).
         """
-        deleting: dict[tuple[Entity, QuotaKey], ResourceRecord] = {}
-        held: dict[Entity, ResourceRecord] = {}
+        deleting: dict[tuple[Entity, QuotaKey], ResourceClaim] = {}
+        held: dict[Entity, ResourceClaim] = {}
         for rec in records:
             if rec.deleting:
                 for entity, values in rec.entries:
@@ -201,7 +202,7 @@ class Events:
         key: QuotaKey,
         causes: Causes,
         owned_before: Mapping[Entity, Mapping[QuotaKey, float]],
-    ) -> tuple[ResourceRecord | None, str, bool]:
+    ) -> tuple[ResourceClaim | None, str, bool]:
         """Which resource a removal comes from, why, and whether it deserves a Warning."""
         deleting, held = causes
         rec = deleting.get((entity, key))

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kquota.domain.callback import CALLBACK_CONFIG, callbacks_from_configs, cluster_condition
+from kquota.domain.claims import ResourceClaim
 from kquota.domain.decide import narrow
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.guard import APPROVAL_ANNOTATION
@@ -32,7 +33,7 @@ from kquota.kafka.errors import KafkaNotAuthorized
 from kquota.metrics.sources import MetricsSource, read_quota_metrics
 from kquota.metrics.sources import source_for as metrics_source_for
 from kquota.reconcile.ports import LedgerPort, QuotaAdminPort
-from kquota.reconcile.records import ClusterConfig, ResourceRecord
+from kquota.reconcile.records import ClusterConfig
 from kquota.reconcile.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
@@ -57,8 +58,8 @@ class PassInput:
     cfg: ClusterConfig
     admin: QuotaAdminPort
     #: Every resource of this cluster, and those the pass covers (a narrow pass's part of them).
-    every: tuple[ResourceRecord, ...]
-    records: tuple[ResourceRecord, ...]
+    every: tuple[ResourceClaim, ...]
+    records: tuple[ResourceClaim, ...]
     #: The entities a narrow pass covers; None: a full pass.
     touched: frozenset[Entity] | None
     ledger: Ledger
@@ -99,7 +100,7 @@ class Gather:
     name: str
     settings: OperatorSettings
     ledger_store: LedgerPort
-    _indexes: tuple[Mapping[str, Iterable[ResourceRecord]], ...]
+    _indexes: tuple[Mapping[str, Iterable[ResourceClaim]], ...]
     _cluster: Callable[[], Awaitable[ClusterConfig | None]]
     _cluster_object: Mapping[str, Any] | None
     _peers: Mapping[str, tuple[str, str | None]]
@@ -121,7 +122,7 @@ class Gather:
         self._metrics_read_at = 0.0
         self._wait = self.settings.drift_interval
 
-    def _every_record(self) -> Iterator[ResourceRecord]:
+    def _every_record(self) -> Iterator[ResourceClaim]:
         """This cluster's quota resources, as the indexes hold them now."""
         for index in self._indexes:
             yield from (r for r in index.get(self.name, ()) if r.cluster == self.name)
@@ -160,7 +161,7 @@ class Gather:
             approval=self._approval(),
         )
 
-    async def observe(self, inp: PassInput, claimers: Iterable[ResourceRecord]) -> Observations:
+    async def observe(self, inp: PassInput, claimers: Iterable[ResourceClaim]) -> Observations:
         """The reads only outcomes and statuses need: broker configs (cached), metrics (full passes)."""
         brokers = list(inp.brokers)
         return Observations(
@@ -213,12 +214,12 @@ class Gather:
                     "(Helm value operator.allowSharedKafkaClusters) if several are meant to share it"
                 )
 
-    async def _topic_facts(self, admin: QuotaAdminPort, records: Iterable[ResourceRecord]) -> TopicFacts:
+    async def _topic_facts(self, admin: QuotaAdminPort, records: Iterable[ResourceClaim]) -> TopicFacts:
         """The leader layout of every topic a TopicQuota names, and (TopicConfig mode) the KIP-1010 probe."""
         recs = topic_recs(records)
         if not recs:
             return TopicFacts()
-        names = sorted({r.extras["topic"] for r in recs if r.extras["topic"]})
+        names = sorted({spec.topic for _, spec in recs if spec.topic})
         refused: dict[str, str] = {}
         try:
             leaders = await asyncio.to_thread(admin.topic_leaders, names)
@@ -229,9 +230,9 @@ class Gather:
         layouts = {t: TopicLayout.from_partition_leaders(p) for t, p in leaders.items() if p}
         kip1010: dict[str, bool | str] = {}
         found: bool | None = None
-        for rec in recs:
-            topic = rec.extras["topic"]
-            if rec.extras["enforcement"] != "TopicConfig" or topic in refused:
+        for rec, spec in recs:
+            topic = spec.topic
+            if spec.enforcement != "TopicConfig" or topic in refused:
                 continue
             probe = probe_topic(topic, layouts)
             if found is None and probe is not None:
@@ -245,7 +246,7 @@ class Gather:
         return TopicFacts(layouts, refused, kip1010)
 
     async def _controller_windows(
-        self, admin: QuotaAdminPort, brokers: list[int], claimers: Iterable[ResourceRecord]
+        self, admin: QuotaAdminPort, brokers: list[int], claimers: Iterable[ResourceClaim]
     ) -> dict[int, ControllerWindow]:
         """Each broker's controller quota window, re-read at most once per drift interval."""
         if not any(r.ref.kind == "ControllerMutationQuota" for r in claimers):

@@ -28,9 +28,10 @@ import time
 from collections import UserDict
 from collections.abc import Iterable, Mapping, MutableMapping, Set
 
+from kquota.domain.claims import ResourceClaim
 from kquota.domain.status import Outcome, Reason, merge_patch, needs_write, render_status
 from kquota.reconcile.ports import StatusWriter
-from kquota.reconcile.records import ResourceRecord
+from kquota.reconcile.records import object_ref
 from kquota.reconcile.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ SETTLE_SECONDS = 5.0
 INTERVAL_SECONDS = 2.0
 
 
-def orphan_outcome(rec: ResourceRecord, default_cluster: str) -> Outcome:
+def orphan_outcome(rec: ResourceClaim, default_cluster: str) -> Outcome:
     """What the status of a resource whose KafkaCluster does not exist says."""
     which = (
         f"the operator's default cluster {rec.cluster!r} (operator.defaultCluster; this resource has no clusterRef)"
@@ -55,14 +56,14 @@ def orphan_outcome(rec: ResourceRecord, default_cluster: str) -> Outcome:
     return Outcome(Reason.CLUSTER_NOT_FOUND, message, dict(applied), False)
 
 
-class RecordStore(UserDict[str, ResourceRecord]):
+class RecordStore(UserDict[str, ResourceClaim]):
     """Every quota resource's latest record by uid, remembering the uids written or removed since :meth:`drain`."""
 
     def __init__(self) -> None:
         super().__init__()
         self._changed: set[str] = set()
 
-    def __setitem__(self, uid: str, rec: ResourceRecord) -> None:
+    def __setitem__(self, uid: str, rec: ResourceClaim) -> None:
         super().__setitem__(uid, rec)
         self._changed.add(uid)
 
@@ -83,7 +84,7 @@ class OrphanReporter:
         self,
         kube: StatusWriter,
         settings: OperatorSettings,
-        records: MutableMapping[str, ResourceRecord],
+        records: MutableMapping[str, ResourceClaim],
         clusters: Set[str],
         settle: float = SETTLE_SECONDS,
     ) -> None:
@@ -133,7 +134,7 @@ class OrphanReporter:
     async def check(self, now: float | None = None) -> int:
         """One look: write the statuses that are due; returns how many were written."""
         now = time.monotonic() if now is None else now
-        due: list[ResourceRecord] = []
+        due: list[ResourceClaim] = []
         self.examined = 0
         for uid in self._candidates():
             rec = self.records.get(uid)
@@ -160,7 +161,7 @@ class OrphanReporter:
         # Written since, still settling, or reported (a reported one leaves when its cluster appears).
         return changed | self._since.keys()
 
-    async def _report(self, rec: ResourceRecord) -> int:
+    async def _report(self, rec: ResourceClaim) -> int:
         outcome = orphan_outcome(rec, self.settings.default_cluster)
         stamp = dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
         prev: Mapping[str, object] = rec.status
@@ -168,11 +169,11 @@ class OrphanReporter:
         self._reported[rec.ref.uid] = (rec.generation, rec.cluster)
         if not needs_write(prev, new):
             return 0
-        if not await self.kube.patch_status(rec.object_ref, merge_patch(prev, new)):
+        if not await self.kube.patch_status(object_ref(rec), merge_patch(prev, new)):
             # Deleted meanwhile.
             self.records.pop(rec.ref.uid, None)
             self._since.pop(rec.ref.uid, None)
             return 0
         log.warning("%s %s/%s: %s", rec.ref.kind, rec.ref.namespace, rec.ref.name, outcome.message)
-        await self.kube.event(rec.object_ref, "Warning", Reason.CLUSTER_NOT_FOUND.value, outcome.message)
+        await self.kube.event(object_ref(rec), "Warning", Reason.CLUSTER_NOT_FOUND.value, outcome.message)
         return 1

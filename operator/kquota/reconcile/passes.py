@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kquota.domain.callback import cluster_condition
+from kquota.domain.claims import ResourceClaim
 from kquota.domain.contest import ContestTracker
 from kquota.domain.decide import DecideInput, Decision, Rejection, Settle, decide
 from kquota.domain.entities import Entity, QuotaKey
@@ -29,7 +30,6 @@ from kquota.domain.status import Outcome, Reason
 from kquota.reconcile import metrics
 from kquota.reconcile.act import Acted, act
 from kquota.reconcile.gather import Gather, Ledger, Observations, PassInput
-from kquota.reconcile.records import ResourceRecord
 from kquota.reconcile.report import Report
 
 log = logging.getLogger(__name__)
@@ -42,8 +42,8 @@ TRANSIENT_RETRY_SECONDS = 5.0
 class _ObserveBasis:
     """A full pass's resources, claimers, brokers' quotas after it and outcomes (see Pass.observe_once)."""
 
-    records: tuple[ResourceRecord, ...]
-    claimers: tuple[ResourceRecord, ...]
+    records: tuple[ResourceClaim, ...]
+    claimers: tuple[ResourceClaim, ...]
     live: Mapping[Entity, Mapping[QuotaKey, float]]
     outcomes: Mapping[str, Outcome]
 
@@ -212,7 +212,7 @@ class Pass(Gather, Report):
             await self._write_statuses(basis.records, basis.outcomes, prune=False)
         return True
 
-    def _decide_input(self, inp: PassInput) -> DecideInput[ResourceRecord]:
+    def _decide_input(self, inp: PassInput) -> DecideInput[ResourceClaim]:
         now = time.monotonic()
         return DecideInput(
             records=inp.records,
@@ -232,7 +232,7 @@ class Pass(Gather, Report):
             now=now,
         )
 
-    def _decided(self, decision: Decision[ResourceRecord]) -> None:
+    def _decided(self, decision: Decision[ResourceClaim]) -> None:
         """Keep what decide remembers for the next pass, and schedule the passes it asks for."""
         self._rejections = dict(decision.rejections)
         self._deferring_since = decision.deferring_since
@@ -257,7 +257,7 @@ class Pass(Gather, Report):
         self,
         inp: PassInput,
         seen: Observations,
-        decision: Decision[ResourceRecord],
+        decision: Decision[ResourceClaim],
         acted: Acted,
         after: Mapping[Entity, Mapping[QuotaKey, float]],
     ) -> OutcomeFacts:
@@ -305,7 +305,7 @@ class Pass(Gather, Report):
         self,
         inp: PassInput,
         seen: Observations,
-        decision: Decision[ResourceRecord],
+        decision: Decision[ResourceClaim],
         acted: Acted,
         fixed: list[Drift],
         announced: set[str],
@@ -324,7 +324,7 @@ class Pass(Gather, Report):
         return report
 
     def _finish(
-        self, inp: PassInput, decision: Decision[ResourceRecord], ledger: Ledger, result: Mapping[str, Outcome]
+        self, inp: PassInput, decision: Decision[ResourceClaim], ledger: Ledger, result: Mapping[str, Outcome]
     ) -> None:
         self._resolve_release_waiters(
             inp.every, ledger, decision.claims.holders, inp.cfg.protection, decision.plan.kept
@@ -354,7 +354,7 @@ class Pass(Gather, Report):
 
     def _resolve_release_waiters(
         self,
-        records: Iterable[ResourceRecord],
+        records: Iterable[ResourceClaim],
         ledger: Ledger,
         holders: Mapping[tuple[Entity, QuotaKey], ResourceRef],
         protection: Protection,
@@ -385,8 +385,8 @@ class Pass(Gather, Report):
 
     def _remember(
         self,
-        records: Iterable[ResourceRecord],
-        claimers: Iterable[ResourceRecord],
+        records: Iterable[ResourceClaim],
+        claimers: Iterable[ResourceClaim],
         outcomes: Mapping[str, Outcome],
         full: bool,
     ) -> None:

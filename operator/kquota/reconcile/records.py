@@ -1,48 +1,26 @@
-"""What the reconciler knows about each quota resource and each Kafka cluster.
+"""What the reconciler knows about each Kafka cluster, and where a quota resource's status goes.
 
-Built from raw Kubernetes objects by the handlers (Kopf indexes hold them), so
-the reconciler works on plain, already-validated data and never on dicts.
+Quota resources are :class:`kquota.domain.claims.ResourceClaim` records, built
+from raw Kubernetes objects by the handlers (Kopf indexes hold them), so the
+reconciler works on plain, already-validated data and never on dicts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field
 
-from kquota.domain.entities import Entity, QuotaKey
-from kquota.domain.plan import Protection, ResourceRef, UnmanagedPolicy
+from kquota.api.manifest import QUOTA_KINDS
+from kquota.domain.claims import ResourceClaim
+from kquota.domain.plan import Protection, UnmanagedPolicy
 from kquota.domain.tenancy import Grant
 from kquota.k8s.api import ObjectRef
 from kquota.kafka.settings import ConnectionSettings
 from kquota.metrics.names import MetricNames
 
 
-@dataclass(frozen=True, slots=True)
-class ResourceRecord:
-    """One quota resource as the reconciler sees it."""
-
-    ref: ResourceRef
-    plural: str
-    created: str
-    generation: int
-    cluster: str
-    #: (entity, values) pairs the resource asks for; empty when ``error`` is set.
-    entries: tuple[tuple[Entity, Mapping[QuotaKey, float]], ...]
-    display: str
-    error: str | None = None
-    deleting: bool = False
-    status: Mapping[str, Any] = field(default_factory=dict)
-    #: Kind-specific spec values the reconciler reports on (e.g. expectedBurst).
-    extras: Mapping[str, Any] = field(default_factory=dict)
-
-    def with_entries(self, entries: tuple[tuple[Entity, Mapping[QuotaKey, float]], ...]) -> ResourceRecord:
-        """The same resource asking for ``entries`` (a TopicQuota's clients on the live layout)."""
-        return replace(self, entries=entries)
-
-    @property
-    def object_ref(self) -> ObjectRef:
-        return ObjectRef(self.ref.kind, self.plural, self.ref.namespace or None, self.ref.name, self.ref.uid)
+def object_ref(rec: ResourceClaim) -> ObjectRef:
+    """Where a quota resource's status and events go."""
+    return ObjectRef(rec.ref.kind, QUOTA_KINDS[rec.ref.kind], rec.ref.namespace or None, rec.ref.name, rec.ref.uid)
 
 
 @dataclass(frozen=True, slots=True)

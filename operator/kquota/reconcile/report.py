@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kquota.domain.claims import ResourceClaim
 from kquota.domain.guard import GuardHold, GuardLimits, hold_message
 from kquota.domain.observed import (
     NEAR_LIMIT,
@@ -43,7 +44,7 @@ from kquota.domain.status import (
 from kquota.k8s.api import gather_limited
 from kquota.reconcile import metrics
 from kquota.reconcile.events import Events
-from kquota.reconcile.records import ClusterConfig, ResourceRecord
+from kquota.reconcile.records import ClusterConfig, object_ref
 
 log = logging.getLogger(__name__)
 
@@ -100,8 +101,8 @@ class Report(Events):
         self,
         cfg: ClusterConfig,
         reading: MetricsReading | None,
-        claimers: Iterable[ResourceRecord],
-        records: Iterable[ResourceRecord],
+        claimers: Iterable[ResourceClaim],
+        records: Iterable[ResourceClaim],
         live: Mapping[Any, Mapping[Any, float]],
     ) -> None:
         """Attribute a full pass's metrics reading to resources (no reading: the last observations stay)."""
@@ -123,14 +124,15 @@ class Report(Events):
                     self._observed[uid] = obs
                     seen.add(uid)
         for rec in records:
-            if rec.ref.kind == "TopicQuota" and rec.extras.get("topic") and rec.extras.get("enforcement") == "Monitor":
-                topic_obs = observe_topic(reading, rec.extras["topic"], rec.extras["budget"], m.near_limit_percent)
+            spec = rec.topic
+            if spec is not None and spec.topic and spec.enforcement == "Monitor":
+                topic_obs = observe_topic(reading, spec.topic, spec.budget, m.near_limit_percent)
                 self._observed[rec.ref.uid] = topic_obs
                 seen.add(rec.ref.uid)
         for uid in set(self._observed) - seen:
             del self._observed[uid]
 
-    def _with_observed(self, rec: ResourceRecord, outcome: Outcome, prev: Mapping[str, Any]) -> Outcome:
+    def _with_observed(self, rec: ResourceClaim, outcome: Outcome, prev: Mapping[str, Any]) -> Outcome:
         """Add status.observed and its conditions, writing new numbers only at a bounded rate."""
         obs = self._observed.get(rec.ref.uid)
         if obs is None:
@@ -174,7 +176,7 @@ class Report(Events):
 
     async def _write_statuses(
         self,
-        records: Iterable[ResourceRecord],
+        records: Iterable[ResourceClaim],
         outcomes: Mapping[str, Outcome],
         prune: bool = True,
         announced: set[str] | frozenset[str] = frozenset(),
@@ -182,7 +184,7 @@ class Report(Events):
         now = _now()
         writes = []
         events = []
-        flips: list[tuple[ResourceRecord, Mapping[str, Any]]] = []
+        flips: list[tuple[ResourceClaim, Mapping[str, Any]]] = []
         live_uids = set()
         for rec in records:
             live_uids.add(rec.ref.uid)
@@ -236,8 +238,8 @@ class Report(Events):
         if not writes:
             return 0
 
-        async def write(rec: ResourceRecord, status: dict[str, Any], patch: dict[str, Any], outcome: Outcome) -> None:
-            if await self.kube.patch_status(rec.object_ref, patch):
+        async def write(rec: ResourceClaim, status: dict[str, Any], patch: dict[str, Any], outcome: Outcome) -> None:
+            if await self.kube.patch_status(object_ref(rec), patch):
                 self._written[rec.ref.uid] = status
                 self._rendered[rec.ref.uid] = (rec.generation, outcome)
 
@@ -250,22 +252,22 @@ class Report(Events):
             [self._event_for(rec, outcome) for rec, outcome in events], self.settings.status_concurrency
         )
         await gather_limited(
-            [self.kube.event(rec.object_ref, "Warning", c["type"], c["message"]) for rec, c in flips],
+            [self.kube.event(object_ref(rec), "Warning", c["type"], c["message"]) for rec, c in flips],
             self.settings.status_concurrency,
         )
         return len(writes) - len(errors)
 
-    async def _event_for(self, rec: ResourceRecord, outcome: Outcome) -> None:
+    async def _event_for(self, rec: ResourceClaim, outcome: Outcome) -> None:
         if outcome.reason is Reason.APPLIED:
             values = ", ".join(f"{k}={value_text(v)}" for k, v in sorted(outcome.applied.items()))
-            await self.kube.event(rec.object_ref, "Normal", "Applied", f"{rec.display}: {values}")
+            await self.kube.event(object_ref(rec), "Normal", "Applied", f"{rec.display}: {values}")
         elif outcome.reason is Reason.CONTESTED:
             return  # the Contested event of the restore that made it so says it, with the counts
         elif outcome.reason is Reason.MONITORING:
             # Monitor is a mode the user chose, not a problem.
-            await self.kube.event(rec.object_ref, "Normal", outcome.reason.value, outcome.message)
+            await self.kube.event(object_ref(rec), "Normal", outcome.reason.value, outcome.message)
         elif outcome.reason is not Reason.PENDING:
-            await self.kube.event(rec.object_ref, "Warning", outcome.reason.value, outcome.message)
+            await self.kube.event(object_ref(rec), "Warning", outcome.reason.value, outcome.message)
 
     # -- the KafkaCluster --------------------------------------------------------------
 
