@@ -139,7 +139,7 @@ class Pass(Gather, Report):
         self._log_pass(inp, report, clock.started)
         return report
 
-    async def _act(self, inp: PassInput, decision: Decision[ResourceRecord]) -> Acted:
+    async def _act(self, inp: PassInput, decision: Decision[ResourceClaim]) -> Acted:
         """Send the decided changes (write-ahead ledger, alter, rollback) and keep what the next pass needs."""
         acted = await act(
             self.name,
@@ -152,7 +152,7 @@ class Pass(Gather, Report):
         self._acted(inp, acted)
         return acted
 
-    async def _report_pass(self, inp: PassInput, decision: Decision[ResourceRecord], acted: Acted) -> PassReport:
+    async def _report_pass(self, inp: PassInput, decision: Decision[ResourceClaim], acted: Acted) -> PassReport:
         """After act: events for what changed, the ledger check, the metrics, the outcomes, the statuses."""
         if acted.acl_refusal is not None:
             raise acted.acl_refusal
@@ -280,7 +280,7 @@ class Pass(Gather, Report):
     async def _events(
         self,
         inp: PassInput,
-        decision: Decision[ResourceRecord],
+        decision: Decision[ResourceClaim],
         acted: Acted,
         fixed: list[Drift],
         newly_contested: list[Drift],
