@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
+from kquota.domain.claims import ResourceClaim, claim_from_body
 from kquota.domain.entities import Entity
 from kquota.domain.plan import EntityChange, Protection, UnmanagedPolicy
 from kquota.domain.status import Reason
 from kquota.domain.tenancy import Grant
 from kquota.kafka.errors import EntityResult, KafkaUnavailable
-from kquota.reconcile.build import record_from_body
 from kquota.reconcile.engine import ClusterReconciler, DuplicateCluster
-from kquota.reconcile.records import ClusterConfig, ResourceRecord
+from kquota.reconcile.records import ClusterConfig
 from tests.support.engine import Broker, Kube, client_quota, config, engine, reason
 from tests.support.quotas import ALICE, C, P
 
@@ -236,14 +236,14 @@ def test_deleting_a_resource_whose_key_a_refused_resource_keeps_does_not_wait_fo
     asyncio.run(run())
 
 
-def _in_team_b(name: str, user: str, **quota_spec: Any) -> ResourceRecord:
+def _in_team_b(name: str, user: str, **quota_spec: Any) -> ResourceClaim:
     body = {
         "apiVersion": "kquota.io/v1alpha1",
         "kind": "ClientQuota",
         "metadata": {"name": name, "namespace": "team-b", "uid": name, "generation": 1},
         "spec": {"entity": {"user": {"name": user}}, "quota": quota_spec},
     }
-    return record_from_body("ClientQuota", body, "c")
+    return claim_from_body("ClientQuota", body, "c")
 
 
 def test_a_younger_kafkacluster_for_the_same_kafka_cluster_changes_nothing() -> None:
