@@ -430,9 +430,13 @@ def test_plan_rows_are_what_the_operator_does(stack: Stack, broker: KafkaCluster
 
         (tmp_path / "apply").mkdir()
         (tmp_path / "delete").mkdir()
-        docs = [manifest(ns, cluster, r) for r in sc.after]
+        # The KafkaCluster first (kubectl applies a directory in file order): its change must reach
+        # the operator before the resources it governs, or a resource edited in the same apply is
+        # acted on under the old spec (a protectedUsers arriving 40 ms after the edit it protects).
+        docs = []
         if sc.cluster_after is not None:
             docs.append(cluster_doc(cluster, broker.bootstrap, {**sc.cluster_before, **sc.cluster_after}))
+        docs += [manifest(ns, cluster, r) for r in sc.after]
         for i, doc in enumerate(docs):
             (tmp_path / "apply" / f"{i:02}.json").write_text(json.dumps(doc))
         by_name = {r.name: r for r in sc.before}
