@@ -29,7 +29,7 @@ from kquota.domain.status import Reason
 from kquota.domain.tenancy import Grant
 from kquota.domain.topic_outcomes import TopicFacts, topic_outcomes
 from kquota.domain.topics import TopicLayout
-from kquota.reconcile.records import ResourceRecord
+from kquota.reconcile.records import ResourceRecord, StoredStatus
 from tests.support.quotas import ALICE, BOB, P
 
 Quotas = Mapping[Entity, Mapping[QuotaKey, float]]
@@ -365,7 +365,7 @@ def test_outcomes_decided_before_act_are_kept() -> None:
 
 
 def test_unavailable_keeps_what_each_resource_last_had_applied() -> None:
-    rec = res("a", {ALICE: {P: 5.0}}, status={"applied": {"values": {"producer_byte_rate": 5.0}}})
+    rec = res("a", {ALICE: {P: 5.0}}, status=StoredStatus.of({"applied": {"values": {"producer_byte_rate": 5.0}}}))
     got = unavailable([rec], Reason.KAFKA_UNAVAILABLE, "down")["a"]
     assert (got.reason, got.message, dict(got.applied), got.fully_applied) == (
         Reason.KAFKA_UNAVAILABLE,

@@ -49,7 +49,7 @@ from kquota.kafka.errors import KafkaUnavailable
 from kquota.reconcile.build import QUOTA_KINDS, ClusterResolver, record_from_body
 from kquota.reconcile.engine import ClusterReconciler
 from kquota.reconcile.orphans import OrphanReporter, RecordStore
-from kquota.reconcile.records import ResourceRecord
+from kquota.reconcile.records import ResourceRecord, StoredStatus
 from kquota.reconcile.settings import OperatorSettings
 
 log = logging.getLogger(__name__)
@@ -182,7 +182,7 @@ def _index(kind: str) -> Any:
             # Only status or the operator's own bookkeeping changed: the echo of a
             # status write, or Kopf adding its finalizer. Nothing to plan, so no pass
             # is woken; the full pass on the drift timer still sees everything.
-            rec = replace(last[1], status=dict(body.get("status") or {}))
+            rec = replace(last[1], status=StoredStatus.of(body.get("status")))
         else:
             rec = record_from_body(kind, body, st.settings.default_cluster)
             engine = st.engines.get(rec.cluster)

@@ -15,6 +15,7 @@ through ``kquota.kafka.settings.tls_file``.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +35,7 @@ from kquota.kafka.jaas import JaasError, jaas_options
 from kquota.kafka.principal import CertificateError, subject_principal
 from kquota.kafka.settings import ConnectionSettings, tls_file
 from kquota.metrics.names import MetricNames
-from kquota.reconcile.records import ClusterConfig, MetricsConfig, ResourceRecord
+from kquota.reconcile.records import ClusterConfig, MetricsConfig, ResourceRecord, StoredStatus
 from kquota.reconcile.settings import OperatorSettings
 from kquota.reconcile.strimzi import resolve as resolve_strimzi
 
@@ -62,18 +63,26 @@ def _first_error(exc: ValidationError) -> str:
     return f"{where}: {err.get('msg', 'invalid')}" if where else str(err.get("msg", "invalid"))
 
 
+def _shared(value: Any) -> Any:
+    """One copy of a string that many records hold (anything else as it is: the spec is not validated yet)."""
+    return sys.intern(value) if isinstance(value, str) else value
+
+
 def record_from_body(kind: str, body: Mapping[str, Any], default_cluster: str) -> ResourceRecord:
     meta = body.get("metadata", {})
     spec = body.get("spec") or {}
-    ref = ResourceRef(kind, meta.get("namespace") or "", meta.get("name", ""), meta.get("uid", ""))
+    # Namespaces, clusters and creation times repeat across thousands of resources: one
+    # string each rather than one per resource (each record lives as long as its resource).
+    namespace = _shared(meta.get("namespace") or "")
+    ref = ResourceRef(kind, namespace, meta.get("name", ""), meta.get("uid", ""))
     common = {
         "ref": ref,
         "plural": QUOTA_KINDS[kind],
-        "created": meta.get("creationTimestamp", ""),
+        "created": _shared(meta.get("creationTimestamp", "")),
         "generation": int(meta.get("generation") or 0),
-        "cluster": spec.get("clusterRef") or default_cluster,
+        "cluster": _shared(spec.get("clusterRef") or default_cluster),
         "deleting": bool(meta.get("deletionTimestamp")),
-        "status": dict(body.get("status") or {}),
+        "status": StoredStatus.of(body.get("status")),
     }
     try:
         model = _MODELS[kind].model_validate(

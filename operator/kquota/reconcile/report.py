@@ -47,7 +47,7 @@ from kquota.domain.status import (
 from kquota.k8s.api import gather_limited
 from kquota.reconcile import metrics
 from kquota.reconcile.events import Events
-from kquota.reconcile.records import ClusterConfig, MetricsConfig, ResourceRecord
+from kquota.reconcile.records import ClusterConfig, MetricsConfig, ResourceRecord, StoredStatus
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ class Report(Events):
 
     def _init_report(self) -> None:
         #: What kquota last wrote to each resource's status (newer than a watch event that may not have arrived).
-        self._written: dict[str, Mapping[str, Any]] = {}
+        self._written: dict[str, StoredStatus] = {}
         #: (generation, outcome) whose status is known to be on the object: no need to render again.
         self._rendered: dict[str, tuple[int, Outcome]] = {}
         #: Set by the drift check: the next full pass compares each stored status with what kquota wrote.
@@ -129,7 +129,7 @@ class Report(Events):
         self._observed_shown: dict[str, Observed | TopicObserved] = {}
         #: Observations held back by observed_min_interval, with the status they were held back on:
         #: until due, rendering such a resource again gives the same status, so it is not rendered.
-        self._observed_held: dict[str, tuple[Observed | TopicObserved, Mapping[str, Any]]] = {}
+        self._observed_held: dict[str, tuple[Observed | TopicObserved, StoredStatus]] = {}
         #: Resources the last status check did not find settled (rendered, written, held back): a
         #: reading between drift checks looks at these and those whose observation changed only.
         self._unsettled: set[str] = set()
@@ -321,7 +321,7 @@ class Report(Events):
             # Most resources are unchanged in most passes: skip rendering them.
             # (Observed metrics change on their own: those render when the observation does.)
             uid = rec.ref.uid
-            if self._check_stored and uid in self._written and rec.status != self._written[uid]:
+            if self._check_stored and uid in self._written and rec.status.digest != self._written[uid].digest:
                 # Changed since kquota wrote it (kubectl edit --subresource=status, a restore from
                 # backup): render it again on what is stored. One comparison per resource, no
                 # rendering: at 10,000 resources re-rendering every status was most of a drift check.
@@ -336,10 +336,11 @@ class Report(Events):
             self._unsettled.add(uid)
             # kquota is the only writer of these fields: what it wrote last is newer
             # than a watch event that may not have arrived yet.
-            prev = self._written.get(uid) or rec.status
+            stored = self._written.get(uid) or rec.status
             held = self._observed_held.get(uid)
-            if rendered and held is not None and held[0] is obs and held[1] is prev and not self._observed_due(uid):
+            if rendered and held is not None and held[0] is obs and held[1] is stored and not self._observed_due(uid):
                 continue  # still held back, on the same status: rendering it again would change nothing
+            prev = stored.decoded()
             outcome = self._with_observed(rec, outcome, prev)
             new = render_status(prev, rec.generation, outcome, rec.display, self.name, now)
             # Shown in full, or held back by observed_min_interval (then rendered again once due).
@@ -349,7 +350,7 @@ class Report(Events):
             else:
                 self._observed_shown.pop(uid, None)
                 if obs is not None:
-                    self._observed_held[uid] = (obs, prev)
+                    self._observed_held[uid] = (obs, stored)
             if not needs_write(prev, new):
                 self._rendered[uid] = memo
                 continue
@@ -380,7 +381,7 @@ class Report(Events):
 
         async def write(rec: ResourceRecord, status: dict[str, Any], patch: dict[str, Any], outcome: Outcome) -> None:
             if await self.kube.patch_status(rec.object_ref, patch):
-                self._written[rec.ref.uid] = status
+                self._written[rec.ref.uid] = StoredStatus.of(status)
                 self._rendered[rec.ref.uid] = (rec.generation, outcome)
 
         results = await gather_limited([write(r, s, p, o) for r, s, p, o in writes], self.settings.status_concurrency)
