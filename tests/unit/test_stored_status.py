@@ -69,3 +69,9 @@ def test_a_record_keeps_its_status_as_read_and_no_status_is_empty() -> None:
     assert rec.status.decoded() is not rec.status.decoded(), "a decoded status is the caller's own"
     empty = record_from_body("ClientQuota", {**body, "status": None}, "c").status
     assert empty is EMPTY_STATUS and not empty and empty.get("applied") is None
+
+
+def test_a_stored_near_limit_is_found_without_decoding() -> None:
+    # The NearLimit hysteresis reads it for every resource on every full reading.
+    assert StoredStatus.of({"observed": {"available": True, "nearLimit": True}}).mentions(b'"nearLimit":true')
+    assert not StoredStatus.of({"observed": {"available": True, "nearLimit": False}}).mentions(b'"nearLimit":true')

@@ -35,20 +35,31 @@ class StoredStatus(Mapping[str, Any]):
     operator runs (at 10,000 resources the largest thing kquota kept per resource, and kept
     twice: as read back and as written). Equal statuses have equal digests (Python's hash
     agrees with ``==``, 1000 and 1000.0 alike), so comparing a stored status with what kquota
-    wrote compares two integers.
+    wrote compares two integers; each is computed once, when the drift check first asks.
     """
 
-    __slots__ = ("_json", "digest")
+    __slots__ = ("_digest", "_json")
 
-    def __init__(self, encoded: bytes, digest: int) -> None:
+    def __init__(self, encoded: bytes) -> None:
         self._json = encoded
-        self.digest = digest
+        self._digest: int | None = None
 
     @classmethod
     def of(cls, status: Mapping[str, Any] | None) -> StoredStatus:
         if not status:
             return EMPTY_STATUS
-        return cls(json.dumps(status, separators=(",", ":")).encode(), hash(_frozen(status)))
+        return cls(json.dumps(status, separators=(",", ":")).encode())
+
+    @property
+    def digest(self) -> int:
+        """Equal for equal statuses; computed when first asked (by the drift check), then kept."""
+        if self._digest is None:
+            self._digest = hash(_frozen(self.decoded()))
+        return self._digest
+
+    def mentions(self, fragment: bytes) -> bool:
+        """Whether the compact JSON (no spaces after ``:`` or ``,``) holds ``fragment``, decoding nothing."""
+        return fragment in self._json
 
     def decoded(self) -> dict[str, Any]:
         """The status as a new dict of its own."""
@@ -79,7 +90,7 @@ class StoredStatus(Mapping[str, Any]):
         return f"StoredStatus({self._json.decode()})"
 
 
-EMPTY_STATUS = StoredStatus(b"{}", hash(frozenset()))
+EMPTY_STATUS = StoredStatus(b"{}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -205,7 +205,9 @@ class Report(Events):
     def _observe_one(self, m: MetricsConfig, attribution: Attribution, rec: ResourceRecord) -> Observed | None:
         entity, values = rec.entries[0]
         prev = self._written.get(rec.ref.uid) or rec.status
-        return observe(attribution, entity, values.keys(), m.near_limit_percent, previous_near_limit(prev))
+        # Only a NearLimit that was True changes the threshold (hysteresis): decode only then.
+        was_near = previous_near_limit(prev) if prev.mentions(b'"nearLimit":true') else None
+        return observe(attribution, entity, values.keys(), m.near_limit_percent, was_near)
 
     def _observe_some(
         self, m: MetricsConfig, attribution: Attribution, reading: MetricsReading, entities: set[Entity]
