@@ -25,7 +25,12 @@ from kquota.reconcile.settings import OperatorSettings
 log = logging.getLogger(__name__)
 
 Holders = Mapping[tuple[Entity, QuotaKey], ResourceRef]
-Causes = tuple[dict[tuple[Entity, QuotaKey], ResourceRecord], dict[Entity, ResourceRecord]]
+#: Which resource a removed key comes from: one being deleted, one whose edit dropped it, one found gone.
+Causes = tuple[
+    dict[tuple[Entity, QuotaKey], ResourceRecord],
+    dict[Entity, ResourceRecord],
+    dict[tuple[Entity, QuotaKey], ResourceRecord],
+]
 
 
 class Events:
@@ -37,6 +42,7 @@ class Events:
     _contest: ContestTracker
     _entities_by_uid: dict[str, frozenset[Entity]]
     _cluster_object: Mapping[str, Any] | None
+    _gone: Mapping[str, ResourceRecord]
 
     def _cluster_ref(self) -> ObjectRef | None:
         if self._cluster_object is None:
@@ -120,7 +126,7 @@ class Events:
         event, so the status-change event does not repeat it.
         """
         by_ref = {r.ref: r for r in records}
-        causes = self._removal_causes(records) if any(op.value is None for c in done for op in c.ops) else ({}, {})
+        causes = self._removal_causes(records) if any(op.value is None for c in done for op in c.ops) else ({}, {}, {})
         drift = {(d.entity, d.key) for d in drifted}
         applied: dict[str, tuple[ResourceRecord, list[str]]] = {}
         removed: dict[tuple[str, str], tuple[ResourceRecord | None, bool, list[str]]] = {}
@@ -162,7 +168,9 @@ class Events:
 
         The first index maps each key of a resource being deleted to it; the
         second maps each entity a live resource held at its last pass to it
-        (its edit dropped the key). Earlier records win, as a scan would.
+        (its edit dropped the key); the third each key of a resource found
+        deleted after its deletion went unseen (:mod:`~kquota.reconcile.ghosts`).
+        Earlier records win, as a scan would.
         Built once so a prune of N resources costs O(N), not O(N^2).
         """
         deleting: dict[tuple[Entity, QuotaKey], ResourceRecord] = {}
@@ -175,7 +183,13 @@ class Events:
             elif rec.error is None:
                 for entity in self._entities_by_uid.get(rec.ref.uid, ()):
                     held.setdefault(entity, rec)
-        return deleting, held
+        vanished: dict[tuple[Entity, QuotaKey], ResourceRecord] = {}
+        for rec in self._gone.values():
+            if rec.cluster == self.name:
+                for entity, values in rec.entries:
+                    for key in values:
+                        vanished.setdefault((entity, key), rec)
+        return deleting, held, vanished
 
     def _removal_cause(
         self,
@@ -185,13 +199,17 @@ class Events:
         owned_before: Mapping[Entity, Mapping[QuotaKey, float]],
     ) -> tuple[ResourceRecord | None, str, bool]:
         """Which resource a removal comes from, why, and whether it deserves a Warning."""
-        deleting, held = causes
+        deleting, held, vanished = causes
         rec = deleting.get((entity, key))
         if rec is not None:
             return rec, f"{rec.ref} is being deleted", False
         rec = held.get(entity)
         if rec is not None:
             return rec, f"{rec.ref} no longer sets it", False
+        rec = vanished.get((entity, key))
+        if rec is not None:
+            # The object is gone: the event goes to the KafkaCluster, naming the resource.
+            return None, f"{rec.ref} was deleted while the operator could not see it (gone from the API server)", True
         if key not in owned_before.get(entity, {}):
             return None, f"KafkaCluster {self.name} has unmanaged.policy Adopt and no resource sets it", True
         return None, "kquota set it and no resource sets it any more (its resource was deleted or moved)", True
