@@ -14,10 +14,10 @@ import yaml
 
 from kquota.cli import common
 from kquota.cli import plan as plan_cmd
-from kquota.cli.connect import Target
 from kquota.cli.main import main
 from kquota.cli.plan import Action, make_report, overlay, render_text, select, to_json
 from kquota.cli.sources import Claimant
+from kquota.cli.target import Target
 from kquota.cli.term import Term
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.plan import Protection, ResourceRef, UnmanagedPolicy

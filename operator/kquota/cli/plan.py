@@ -35,7 +35,8 @@ from typing import Any, Final
 
 from kquota.api.kafkacluster import KafkaCluster
 from kquota.cli import common
-from kquota.cli.connect import Quotas, Target, TargetError, add_connection_args, broker_validate, load_target, read_live
+from kquota.cli.brokers import broker_validate, read_live
+from kquota.cli.connect import add_connection_args, load_target
 from kquota.cli.sources import (
     UNRESOLVED_DEFAULT,
     Checked,
@@ -47,6 +48,7 @@ from kquota.cli.sources import (
     validate_documents,
     with_topic_layouts,
 )
+from kquota.cli.target import Quotas, Target, TargetError
 from kquota.cli.term import Cell, Term, safe, value_text
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.guard import APPROVAL_ANNOTATION, GuardHold, guard, hold_message, removals
