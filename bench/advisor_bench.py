@@ -13,7 +13,7 @@ baseline (numpy, same formula, vectorised) sees exactly the same data:
 Measured per size, each in the same run:
 
 * ``spark``: the advisor's per-entity statistics, outliers and recommendation
-  (:func:`kquota.advisor.transform.entity_stats` -> ``flag_outliers`` ->
+  (:func:`kquota.advisor.transform.stats.entity_stats_wide` -> ``flag_outliers`` ->
   ``recommend``), collected; data generation included (it is lazy and fused
   into the same job).
 * ``spark_full`` (``--full``): the whole pipeline minus file I/O: validation
