@@ -13,7 +13,7 @@ baseline (numpy, same formula, vectorised) sees exactly the same data:
 Measured per size, each in the same run:
 
 * ``spark``: the advisor's per-entity statistics, outliers and recommendation
-  (:func:`kquota.advisor.transform.entity_stats` -> ``flag_outliers`` ->
+  (:func:`kquota.advisor.transform.stats.entity_stats_wide` -> ``flag_outliers`` ->
   ``recommend``), collected; data generation included (it is lazy and fused
   into the same job).
 * ``spark_full`` (``--full``): the whole pipeline minus file I/O: validation
@@ -51,8 +51,13 @@ from typing import Any
 
 import numpy as np
 
-from kquota.advisor import schema, transform
+from kquota.advisor import validate
 from kquota.advisor.params import Params
+from kquota.advisor.transform.capacity import capacity_check
+from kquota.advisor.transform.entities import usage_long
+from kquota.advisor.transform.outliers import NORMAL_IQR, flag_outliers
+from kquota.advisor.transform.recommend import recommend
+from kquota.advisor.transform.stats import entity_stats_wide
 
 T0 = int(dt.datetime(2024, 5, 1, tzinfo=dt.UTC).timestamp())
 HASH_A, HASH_M = 2654435761, 1000003
@@ -123,11 +128,11 @@ def run_spark(spark: Any, n: int, entities: int, brokers: int, full: bool) -> li
     params = Params()
     samples = spark_samples(spark, n, entities, brokers)
     if full:
-        samples, _ = schema.validate_clients(samples, now=dt.datetime.now(dt.UTC), skew="ignore")
-    stats = transform.entity_stats_wide(samples)  # what the pipeline runs
-    flagged = transform.flag_outliers(stats, params.outlier_alpha, params.outlier_top_k, params.min_population)
+        samples, _ = validate.validate_clients(samples, now=dt.datetime.now(dt.UTC), skew="ignore")
+    stats = entity_stats_wide(samples)  # what the pipeline runs
+    flagged = flag_outliers(stats, params.outlier_alpha, params.outlier_top_k, params.min_population)
     flagged = flagged.persist()
-    recs = transform.recommend(flagged, params)
+    recs = recommend(flagged, params)
     rows = [
         r.asDict()
         for r in flagged.select(
@@ -136,7 +141,7 @@ def run_spark(spark: Any, n: int, entities: int, brokers: int, full: bool) -> li
     ]
     recs.collect()
     if full:
-        transform.capacity_check(transform.usage_long(samples), recs, {"produce": 100.0 * 2**20}).collect()
+        capacity_check(usage_long(samples), recs, {"produce": 100.0 * 2**20}).collect()
         samples.unpersist()
     flagged.unpersist()
     return rows
@@ -167,7 +172,7 @@ def run_baseline(n: int, entities: int) -> list[dict[str, Any]]:
         ps = np.sort(p99[p99 > 0])
         active = len(ps)
         q1, med, q3 = (ps[max(1, math.ceil(Fraction(q) * active)) - 1] for q in ("0.25", "0.5", "0.75"))
-        sigma = (math.log(q3) - math.log(q1)) / transform.NORMAL_IQR
+        sigma = (math.log(q3) - math.log(q1)) / NORMAL_IQR
         fence = med * math.exp(NormalDist().inv_cdf(1 - Params().outlier_alpha / active) * sigma)
         rank = np.empty(entities, dtype=np.int64)
         rank[np.argsort(-p99, kind="stable")] = np.arange(1, entities + 1)

@@ -1,8 +1,10 @@
-"""The e2e ``stack`` fixture: one operator per test module on the session's API server and broker."""
+"""The e2e ``stack`` fixture: one operator per test module on the session's API server and broker;
+``own_kube``: an API server for one test alone (one it may restart)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from harness.kafka_cluster import KafkaCluster
@@ -18,3 +20,13 @@ def stack(kube: KubeAPIServer, kafka: KafkaCluster, tmp_path_factory: pytest.Tem
         yield s
     finally:
         stop_stack(s)
+
+
+@pytest.fixture
+def own_kube(tmp_path: Path) -> Iterator[KubeAPIServer]:
+    """An API server for this test alone (a test may restart it; leftovers stay here)."""
+    server = KubeAPIServer.start(tmp_path / "kube")
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -18,7 +18,7 @@ import yaml
 from harness.kube_apiserver import KubeAPIServer
 
 from kquota.api import ClientQuotaLimits, ClientQuotaSpec, parse_manifest
-from kquota.api.kafkacluster import PROMETHEUS_SELECTOR_INVALID
+from kquota.api.cluster_metrics import PROMETHEUS_SELECTOR_INVALID
 from tests.plugins.resilience import Resilience
 from tests.support.paths import REPO
 from tests.support.selectors import INVALID_SELECTORS, VALID_SELECTORS, Refused

@@ -449,16 +449,6 @@ def cancel_workloads() -> Iterator[None]:
 
 
 @pytest.fixture
-def own_kube(tmp_path: Path) -> Iterator[KubeAPIServer]:
-    """An API server for this scenario alone (scenario 2 restarts it; leftovers stay here)."""
-    server = KubeAPIServer.start(tmp_path / "kube")
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
 def operators(own_kube: KubeAPIServer) -> Iterator[list[OperatorProcess]]:
     """Operators to stop at the end (before their API server)."""
     started: list[OperatorProcess] = []

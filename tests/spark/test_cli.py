@@ -255,7 +255,7 @@ def test_advise_is_reproducible_for_a_fixed_now(spark: Any, tmp_path: Path) -> N
 def test_progress_reports_each_step_and_its_stage_progress(spark: Any) -> None:
     import io
 
-    from kquota.advisor.pipeline import Progress
+    from kquota.advisor.session import Progress
 
     stream = io.StringIO()
     with Progress(spark, stream=stream, interval=0.05, line_every=0.0) as progress:
@@ -287,7 +287,7 @@ def test_a_spark_failure_is_one_readable_message_not_a_py4j_dump(
 
 
 def test_out_of_memory_names_the_setting_to_change() -> None:
-    from kquota.advisor.cli import spark_failure_message
+    from kquota.advisor.commands import spark_failure_message
 
     text = "An error occurred while calling o123.collect.\n: java.lang.OutOfMemoryError: Java heap space\n\tat ..."
     message = spark_failure_message(text, "1g")

@@ -151,14 +151,14 @@ def test_prometheus_errors_name_the_query() -> None:
 
 
 def test_collected_parquet_is_valid_advisor_input(spark: Any, tmp_path: Path) -> None:
-    from kquota.advisor import extract, schema
+    from kquota.advisor import extract, validate
 
     rows = collect.client_rows(parse_text(EXPOSITION), "1", T0)
     topics = collect.topic_rates("1", T0, 10.0, {"orders": (0.0, 0.0)}, {"orders": (100.0, 50.0)})
     collect.write_parquet(spark, rows, topics, tmp_path)
     inputs = extract.locate(str(tmp_path), None, None)
     assert inputs.format == "parquet" and inputs.topics == str(tmp_path / "topics")
-    _, report = schema.validate_clients(extract.read(spark, inputs.clients, "parquet"), now=NOW)
+    _, report = validate.validate_clients(extract.read(spark, inputs.clients, "parquet"), now=NOW)
     assert report.rows_valid == 3
-    topic_clean, _ = schema.validate_topics(extract.read(spark, inputs.topics or "", "parquet"), now=NOW)
+    topic_clean, _ = validate.validate_topics(extract.read(spark, inputs.topics or "", "parquet"), now=NOW)
     assert topic_clean.count() == 1

@@ -18,6 +18,7 @@ from kquota.advisor.schema import (
     InvalidValueError,
     MissingColumnsError,
 )
+from kquota.advisor.validate import validate_clients, validate_topics
 from tests.spark.helpers import NOW, T0, at, clients
 
 pytestmark = pytest.mark.spark
@@ -33,7 +34,7 @@ def as_csv(spark: Any, rows: list[tuple[str | None, ...]], header: list[str] | N
 
 def validate(df: Any, **kwargs: Any) -> tuple[Any, schema.ValidationReport]:
     kwargs.setdefault("now", NOW)
-    return schema.validate_clients(df, **kwargs)
+    return validate_clients(df, **kwargs)
 
 
 def test_string_columns_become_the_canonical_schema_and_names_are_normalised(spark: Any) -> None:
@@ -249,10 +250,10 @@ def test_topic_samples_are_validated_the_same_way(spark: Any) -> None:
         [(T0, "1", "orders", "x")], "timestamp timestamp, broker string, topic string, bytes_in_rate string"
     )
     with pytest.raises(MissingColumnsError, match="bytes_out_rate"):
-        schema.validate_topics(df, now=NOW)
+        validate_topics(df, now=NOW)
     df = spark.createDataFrame(
         [(T0, "1", "orders", "x", "1")],
         "timestamp timestamp, broker string, topic string, bytes_in_rate string, bytes_out_rate string",
     )
     with pytest.raises(ColumnTypeError, match="bytes_in_rate: 1 value"):
-        schema.validate_topics(df, now=NOW)
+        validate_topics(df, now=NOW)

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.spark
 
 PROBE = """
 import sys
-from kquota.advisor.pipeline import spark_session
+from kquota.advisor.session import spark_session
 conf = dict(a.split("=", 1) for a in sys.argv[1:])
 s = spark_session("local[1]", "sizing-probe", conf=conf)
 print(s.sparkContext.getConf().get("spark.driver.memory"))

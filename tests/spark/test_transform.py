@@ -15,8 +15,13 @@ import pytest
 from pyspark.sql import functions as sf
 from pyspark.testing import assertDataFrameEqual, assertSchemaEqual
 
-from kquota.advisor import transform
-from kquota.advisor.transform import Params
+from kquota.advisor.params import Params
+from kquota.advisor.transform.capacity import capacity_check
+from kquota.advisor.transform.entities import regroup, usage_long
+from kquota.advisor.transform.outliers import NORMAL_IQR, flag_outliers, normal_quantile_upper
+from kquota.advisor.transform.recommend import nice_round, recommend
+from kquota.advisor.transform.stats import entity_stats, entity_stats_wide
+from kquota.advisor.transform.topics import topic_view
 from tests.spark.helpers import at, clients, series, topics
 
 pytestmark = pytest.mark.spark
@@ -30,7 +35,7 @@ STATS_SCHEMA = (
 
 
 def stats_of(spark: Any, rows: list[dict[str, Any]]) -> Any:
-    return transform.entity_stats(transform.usage_long(clients(spark, rows)))
+    return entity_stats(usage_long(clients(spark, rows)))
 
 
 def test_percentiles_of_one_to_a_hundred_are_the_nearest_rank_values(spark: Any) -> None:
@@ -96,12 +101,12 @@ def test_percentiles_are_exact_for_thousands_of_samples_whatever_the_partitionin
     for partitions, shuffle in ((1, "1"), (5, "7")):
         spark.conf.set("spark.sql.shuffle.partitions", shuffle)
         try:
-            stats = transform.entity_stats(usage.repartition(partitions))
+            stats = entity_stats(usage.repartition(partitions))
             results.append(sorted(tuple(r) for r in stats.collect()))
         finally:
             spark.conf.set("spark.sql.shuffle.partitions", "4")
     assert results[0] == results[1], "the statistics depend on the partitioning"
-    for row in transform.entity_stats(usage).collect():
+    for row in entity_stats(usage).collect():
         v = values[row["user"]]
         for name, p in (("p50", "0.5"), ("p95", "0.95"), ("p99", "0.99")):
             assert row[name] == v[math.ceil(Fraction(p) * len(v)) - 1], (row["user"], name)
@@ -113,7 +118,7 @@ def flagged_of(spark: Any, p99s: dict[str, float], **kwargs: Any) -> Any:
         [("user", u, None, "produce", p, 0.0) for u, p in p99s.items()],
         "kind string, user string, client_id string, resource string, p99 double, throttled_share double",
     )
-    return transform.flag_outliers(stats, **kwargs)
+    return flag_outliers(stats, **kwargs)
 
 
 def outliers(df: Any) -> Any:
@@ -128,7 +133,7 @@ def exact_fence(p99s: list[float], alpha: float = 0.05) -> float:
     def rank(q: float) -> float:
         return active[max(1, math.ceil(Fraction(str(q)) * n)) - 1]
 
-    sigma = (math.log(rank(0.75)) - math.log(rank(0.25))) / transform.NORMAL_IQR
+    sigma = (math.log(rank(0.75)) - math.log(rank(0.25))) / NORMAL_IQR
     z = NormalDist().inv_cdf(1 - alpha / n)
     return rank(0.5) * math.exp(z * sigma)
 
@@ -149,7 +154,7 @@ def test_an_entity_above_the_log_space_fence_is_an_outlier(spark: Any) -> None:
 
 @pytest.mark.parametrize("tail", [0.5, 0.1, 0.05, 0.01, 1e-3, 1e-4, 2.5e-5, 1e-6, 1e-8])
 def test_the_fence_quantile_is_the_normal_distributions_within_its_stated_error(spark: Any, tail: float) -> None:
-    got = spark.range(1).select(transform.normal_quantile_upper(sf.lit(tail)).alias("z")).first()
+    got = spark.range(1).select(normal_quantile_upper(sf.lit(tail)).alias("z")).first()
     assert got is not None
     assert abs(got["z"] - NormalDist().inv_cdf(1 - tail)) < 4.5e-4
 
@@ -171,7 +176,7 @@ def test_a_lognormal_population_without_outliers_rarely_gets_one(spark: Any) -> 
     stats = spark.createDataFrame(
         rows, "kind string, user string, client_id string, resource string, p99 double, throttled_share double"
     )
-    flagged = transform.flag_outliers(stats, top_k=2000)
+    flagged = flag_outliers(stats, top_k=2000)
     counts = flagged.groupBy("kind").agg(sf.sum(sf.col("outlier").cast("int")).alias("n")).collect()
     per_population = {r["kind"]: r["n"] for r in counts}
     assert len(per_population) == 20
@@ -223,7 +228,7 @@ def test_idle_entities_are_never_outliers(spark: Any) -> None:
     ],
 )
 def test_nice_round_rounds_up_to_a_nice_quantity(spark: Any, x: float, binary: bool, expected: float) -> None:
-    got = spark.range(1).select(transform.nice_round(sf.lit(x), binary).alias("v")).first()
+    got = spark.range(1).select(nice_round(sf.lit(x), binary).alias("v")).first()
     assert got is not None
     assert got["v"] == pytest.approx(expected, rel=1e-12)
     if binary:
@@ -238,7 +243,7 @@ RECS_SCHEMA = (
 
 def test_default_covers_the_non_outliers_and_outliers_get_overrides_with_headroom(spark: Any) -> None:
     flagged = flagged_of(spark, {"alice": 100.0 * KI, "carol": 200.0 * KI, "dave": 300.0 * KI, "bob": 5.0 * MI})
-    recs = transform.recommend(flagged, Params(headroom=0.2))
+    recs = recommend(flagged, Params(headroom=0.2))
     # Default: largest non-outlier p99 300Ki x 1.2 = 360Ki -> 400Ki. Outlier bob: 5Mi x 1.2 = 6Mi exactly.
     expected = spark.createDataFrame(
         [
@@ -253,7 +258,7 @@ def test_default_covers_the_non_outliers_and_outliers_get_overrides_with_headroo
 
 def test_a_lower_default_percentile_gives_overrides_to_the_non_outliers_above_it(spark: Any) -> None:
     flagged = flagged_of(spark, {"alice": 100.0 * KI, "carol": 200.0 * KI, "dave": 300.0 * KI, "bob": 5.0 * MI})
-    recs = transform.recommend(flagged, Params(headroom=0.2, default_percentile=0.5))
+    recs = recommend(flagged, Params(headroom=0.2, default_percentile=0.5))
     # p50 of (100, 200, 300)Ki is 200Ki; x 1.2 = 240Ki -> 250Ki. dave needs 360Ki -> 400Ki, above it.
     expected = spark.createDataFrame(
         [
@@ -275,7 +280,7 @@ def test_throttled_entities_are_flagged_as_demand_capped_and_the_floor_applies(s
         ],
         "kind string, user string, client_id string, resource string, p99 double, throttled_share double",
     )
-    recs = transform.recommend(transform.flag_outliers(stats), Params(min_byte_rate=1024.0))
+    recs = recommend(flag_outliers(stats), Params(min_byte_rate=1024.0))
     # 30 x 1.2 = 36 bytes/s is below the 1Ki floor; one member was throttled half the time.
     expected = spark.createDataFrame(
         [("user", None, None, "produce", True, 1024.0, 30.0, 3, "default", 0.5, True)], RECS_SCHEMA
@@ -284,7 +289,7 @@ def test_throttled_entities_are_flagged_as_demand_capped_and_the_floor_applies(s
 
 
 def test_a_population_that_used_nothing_gets_no_default(spark: Any) -> None:
-    recs = transform.recommend(flagged_of(spark, {"a": 0.0, "b": 0.0, "c": 0.0}), Params())
+    recs = recommend(flagged_of(spark, {"a": 0.0, "b": 0.0, "c": 0.0}), Params())
     assert recs.count() == 0
 
 
@@ -294,7 +299,7 @@ def test_capacity_sums_effective_quotas_of_the_entities_seen_on_each_broker(spar
         + series("bob", [100.0 * KI, 100.0 * KI], broker="1")
         + series("bob", [50.0 * KI], broker="2")
     )
-    usage = transform.usage_long(clients(spark, rows))
+    usage = usage_long(clients(spark, rows))
     recs = spark.createDataFrame(
         [
             ("user", None, None, "produce", True, 256.0 * KI, 0.0, 1, "default", None, False),
@@ -302,7 +307,7 @@ def test_capacity_sums_effective_quotas_of_the_entities_seen_on_each_broker(spar
         ],
         RECS_SCHEMA,
     )
-    capacity = transform.capacity_check(usage, recs, {"produce": 3.0 * MI})
+    capacity = capacity_check(usage, recs, {"produce": 3.0 * MI})
     # Broker 1: alice 3Mi + bob 256Ki > 3Mi; peak is the largest per-timestamp sum, 2Mi + 100Ki.
     expected = spark.createDataFrame(
         [
@@ -332,7 +337,7 @@ def test_an_override_that_rounds_to_the_default_is_left_out(spark: Any) -> None:
     p99s = {f"u{i}": 10.0 * KI for i in range(9)} | {"edge": 10.2 * KI}
     flagged = flagged_of(spark, p99s)
     assert [r["user"] for r in outliers(flagged).collect()] == ["edge"]
-    recs = transform.recommend(flagged, Params(headroom=0.2))
+    recs = recommend(flagged, Params(headroom=0.2))
     assert [(r["is_default"], r["quota"]) for r in recs.collect()] == [(True, 12.5 * KI)]
 
 
@@ -343,21 +348,21 @@ def test_only_the_broker_its_own_traffic_overloads_is_over_capacity(spark: Any) 
         for i in range(6):
             rows += series(f"c{b}{i}", [100.0 * KI] * 10, broker=b)
     rows += series("heavy", [2.0 * MI] * 10, broker="2")
-    usage = transform.usage_long(clients(spark, rows))
+    usage = usage_long(clients(spark, rows))
     recs = spark.createDataFrame(
         [("user", None, None, "produce", True, 256.0 * KI, 0.0, 1, "default", None, False)], RECS_SCHEMA
     )
-    capacity = transform.capacity_check(usage, recs, {"produce": 1.0 * MI})
+    capacity = capacity_check(usage, recs, {"produce": 1.0 * MI})
     status = {r["broker"]: r["status"] for r in capacity.collect()}
     assert status == {"0": "oversubscribed", "1": "oversubscribed", "2": "over-capacity"}
 
 
 def test_capacity_without_a_configured_capacity_is_unknown(spark: Any) -> None:
-    usage = transform.usage_long(clients(spark, series("a", [1.0])))
+    usage = usage_long(clients(spark, series("a", [1.0])))
     recs = spark.createDataFrame(
         [("user", None, None, "produce", True, 1024.0, 1.0, 1, "default", None, False)], RECS_SCHEMA
     )
-    row = transform.capacity_check(usage, recs, {}).select("status", "committed").first()
+    row = capacity_check(usage, recs, {}).select("status", "committed").first()
     assert row is not None
     assert (row["status"], row["committed"]) == ("unknown", 1024.0)
 
@@ -368,7 +373,7 @@ def test_regroup_to_users_sums_the_client_ids_of_each_user(spark: Any) -> None:
         {"user": "alice", "client_id": "app2", "produce_byte_rate": 50.0, "produce_throttle_time_ms": 3.0},
         {"user": None, "client_id": "lonely", "produce_byte_rate": 7.0},
     ]
-    regrouped = transform.regroup(clients(spark, rows), "user").select(
+    regrouped = regroup(clients(spark, rows), "user").select(
         "user", "client_id", "produce_byte_rate", "produce_throttle_time_ms"
     )
     expected = spark.createDataFrame(
@@ -430,7 +435,7 @@ def test_topic_budget_is_the_p99_of_the_total_and_kip1010_splits_it_by_leader_pa
                 "bytes_out_rate": 1.0,
             }
         )
-    per_topic, per_broker = transform.topic_view(topics(spark, rows), Params(headroom=0.2, topic_bucket_seconds=60))
+    per_topic, per_broker = topic_view(topics(spark, rows), Params(headroom=0.2, topic_bucket_seconds=60))
     # orders: 6Mi in total x 1.2 = 7.2Mi -> 8Mi; no fetch -> the 1Ki floor. logs: 4Mi x 1.2 -> 5Mi; 2Mi x 1.2 -> 2.5Mi.
     assertDataFrameEqual(
         per_topic.select("topic", "partitions", "in_p99", "out_p99", "produce_budget", "consume_budget"),
@@ -490,9 +495,9 @@ def test_the_wide_statistics_are_the_long_forms_rows_bit_for_bit(spark: Any) -> 
                 row[throttle] = float(rng.choice([0.0, 0.0, 3.5]))
         rows.append(row)
     samples = clients(spark, rows)
-    long = sorted(tuple(r) for r in transform.entity_stats(transform.usage_long(samples)).collect())
+    long = sorted(tuple(r) for r in entity_stats(usage_long(samples)).collect())
     assert len(long) == 14  # c3 never fetched: no fetch row for it
     for partitions in (1, 5):
-        wide = transform.entity_stats_wide(samples.repartition(partitions))
-        assert wide.columns == transform.entity_stats(transform.usage_long(samples)).columns
+        wide = entity_stats_wide(samples.repartition(partitions))
+        assert wide.columns == entity_stats(usage_long(samples)).columns
         assert sorted(tuple(r) for r in wide.collect()) == long

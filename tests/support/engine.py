@@ -128,7 +128,11 @@ def quota(name: str, user: str, rate: int, created: str = "2026-01-01T00:00:00Z"
 
 
 def engine(
-    records: list[ResourceClaim], broker: Broker, kube: Kube, config: ClusterConfig | None = None
+    records: list[ResourceClaim],
+    broker: Broker,
+    kube: Kube,
+    config: ClusterConfig | None = None,
+    gone: Mapping[str, ResourceClaim] | None = None,
 ) -> ClusterReconciler:
     async def cfg() -> ClusterConfig:
         return config or ClusterConfig("c", ConnectionSettings(bootstrap_servers="unused:9092"))
@@ -145,6 +149,7 @@ def engine(
         OperatorSettings(),
         cluster_object={"metadata": {"name": "c", "uid": "c-uid", "generation": 1}},
         admin_factory=admin,
+        gone=gone,
     )
 
 

@@ -20,9 +20,9 @@ import pytest
 
 from kquota.api import ManifestError, parse_manifest
 from kquota.cli.claims import select
-from kquota.cli.connect import Target
 from kquota.cli.planning import make_report
 from kquota.cli.sources import manifest_claim
+from kquota.cli.target import Target
 from kquota.domain.claims import ResourceClaim, claim_from_body
 from kquota.domain.decide import DecideInput, Decision, Settle, decide
 from kquota.domain.guard import GuardLimits

@@ -11,18 +11,11 @@ from typing import Any
 
 import pytest
 
-from kquota.cli.connect import (
-    TargetError,
-    add_connection_args,
-    direct_connection,
-    parse_jaas,
-    parse_properties,
-    probe,
-    read_live,
-    settings_from_properties,
-    split_address,
-)
+from kquota.cli.brokers import probe, read_live, split_address
+from kquota.cli.connect import add_connection_args, direct_connection
 from kquota.cli.main import main
+from kquota.cli.properties import parse_jaas, parse_properties, settings_from_properties
+from kquota.cli.target import TargetError
 from kquota.kafka.settings import ConnectionSettings
 
 SECRET = 's3cr=t;"quoted"'

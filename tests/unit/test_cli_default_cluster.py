@@ -17,9 +17,11 @@ from typing import Any
 
 import pytest
 
-from kquota.cli import connect
-from kquota.cli.connect import PUBLISHED_NAME, TargetError, add_connection_args, choose_default_cluster, load_target
+from kquota.cli import kafkacluster
+from kquota.cli.connect import add_connection_args, load_target
+from kquota.cli.kafkacluster import PUBLISHED_NAME, choose_default_cluster
 from kquota.cli.sources import UNRESOLVED_DEFAULT, bind_default_cluster
+from kquota.cli.target import TargetError
 from kquota.domain.claims import ResourceClaim
 from kquota.domain.plan import ResourceRef
 from kquota.k8s import published
@@ -186,7 +188,7 @@ def args_for(monkeypatch: pytest.MonkeyPatch, kube: FakeKube, *argv: str) -> arg
     async def open_kube(kubeconfig: str | None, context: str | None) -> FakeKube:
         return kube
 
-    monkeypatch.setattr(connect, "_open_kube", open_kube)
+    monkeypatch.setattr(kafkacluster, "_open_kube", open_kube)
     parser = argparse.ArgumentParser()
     add_connection_args(parser, "cluster")
     return parser.parse_args(["--cluster", "prod", "--ledger-namespace", "ops", *argv])

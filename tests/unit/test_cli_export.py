@@ -9,9 +9,9 @@ import yaml
 
 from kquota.advisor.current import read_current
 from kquota.cli import export as export_cmd
-from kquota.cli.connect import Quotas, Target
 from kquota.cli.export import unmanaged
 from kquota.cli.main import main
+from kquota.cli.target import Quotas, Target
 from kquota.kafka.settings import ConnectionSettings
 from tests.support.quotas import ALICE, BOB, C, P, R
 

@@ -15,10 +15,10 @@ import yaml
 from kquota.cli import common
 from kquota.cli import plan as plan_cmd
 from kquota.cli.claims import overlay, select, topics_of
-from kquota.cli.connect import Target
 from kquota.cli.main import main
 from kquota.cli.plan import render_text, to_json
 from kquota.cli.planning import Action, make_report, shown_changes
+from kquota.cli.target import Target
 from kquota.cli.term import Term
 from kquota.domain.claims import CLIENT_QUOTA, ResourceClaim
 from kquota.domain.entities import Entity, QuotaKey

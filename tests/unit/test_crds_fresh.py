@@ -15,7 +15,7 @@ import yaml
 
 from kquota import crdgen
 from kquota.api.base import SpecModel
-from kquota.api.kafkacluster import TenancyGrant
+from kquota.api.tenancy import TenancyGrant
 from tests.support.paths import REPO
 
 

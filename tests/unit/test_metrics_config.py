@@ -15,7 +15,7 @@ from typing import Any, cast
 import pytest
 
 from kquota.api import KafkaCluster, ManifestError, parse_manifest
-from kquota.api.kafkacluster import (
+from kquota.api.cluster_metrics import (
     LABELS_NOT_DISTINCT,
     PROMETHEUS_SELECTOR_INVALID,
     TOPIC_NAMES_NOT_DISTINCT,

@@ -2,7 +2,7 @@
 
 The readers never guess types from the data: CSV is read with every column a
 string, JSON with every scalar a string (``primitivesAsString``), and Parquet
-with the types in its footer. :mod:`kquota.advisor.schema` then converts the
+with the types in its footer. :mod:`kquota.advisor.validate` then converts the
 columns and names the ones that do not fit, so a typo in one value is an error
 with an example, never a column that quietly became null.
 

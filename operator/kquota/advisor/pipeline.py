@@ -1,44 +1,42 @@
-"""Orchestration of ``kquota advise``: session, extract -> validate -> transform -> load, progress, summary.
+"""Orchestration of ``kquota advise``: extract -> validate -> transform -> write the manifests and reports.
 
 This is the only module that decides *when* Spark computes: the pure
 transforms in :mod:`kquota.advisor.transform` only describe DataFrames, and
 here the validated samples are persisted until they are exploded into one row
 per resource, which is persisted once for the statistics and the capacity
 check; the small result tables are collected, and the outputs are written.
-
-Progress: Spark's own console bar is switched off and :class:`Progress`
-prints the step being computed and its stage progress (tasks done / total),
-polling ``SparkContext.statusTracker()``; on a terminal it redraws one line,
-otherwise it prints a line at most every few seconds.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import os
 import sys
-import threading
-import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Final, TextIO
+from typing import Any, Final
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as sf
 
-from kquota.advisor import current, extract, load, schema, transform
+from kquota.advisor import current, extract, manifests, schema, validate
 from kquota.advisor.params import (
     Format,
     Params,
     ReportFormat,
     SkewPolicy,
-    local_driver_memory,
-    local_memory_problem,
-    total_memory,
 )
+from kquota.advisor.report import data, page
+from kquota.advisor.report.summary import summarise
+from kquota.advisor.session import Progress, spark_facts
+from kquota.advisor.transform.capacity import capacity_check
+from kquota.advisor.transform.entities import regroup, usage_long
+from kquota.advisor.transform.outliers import flag_outliers
+from kquota.advisor.transform.recommend import recommend
+from kquota.advisor.transform.stats import entity_stats_wide
+from kquota.advisor.transform.topics import topic_view
 
 #: Largest number of per-entity rows put into the JSON and HTML reports (all of them go to Parquet).
 MAX_REPORT_ENTITIES: Final = 10_000
@@ -69,143 +67,6 @@ class AdviseResult:
     report: dict[str, Any]
     manifests: list[Path]
     report_paths: list[Path]
-
-
-# --- Spark session and progress ------------------------------------------------------
-
-
-class MemoryTooSmall(Exception):
-    """Local mode cannot run in the memory this process may use; the message says what to change."""
-
-
-def spark_session(
-    master: str | None = None, app_name: str = "kquota-advise", conf: Mapping[str, str] | None = None
-) -> SparkSession:
-    """The session to run on: the active one if there is one (tests, notebooks), else a new one.
-
-    ``master`` None means ``local[*]``, except under spark-submit (which starts the JVM first and says
-    so in ``PYSPARK_GATEWAY_PORT``), where the master and resources given to spark-submit apply.
-    In local mode the driver's memory is half the machine's, or of the container's memory limit
-    (see ``local_driver_memory`` and ``total_memory``), unless ``spark.driver.memory`` or
-    ``SPARK_DRIVER_MEMORY`` says otherwise; with less than 2 GiB it raises :class:`MemoryTooSmall`.
-    """
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        return active
-    # Python workers must run this interpreter, which has kquota importable.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.appName(app_name)
-    if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
-        master = "local[*]"
-    if master:
-        builder = builder.master(master)
-    local = master is not None and master.startswith("local")
-    settings = {
-        "spark.sql.session.timeZone": "UTC",
-        "spark.ui.showConsoleProgress": "false",
-        # A laptop's few cores want few shuffle partitions; a cluster keeps Spark's default.
-        **({"spark.sql.shuffle.partitions": "8"} if local else {}),
-    }
-    if local and "spark.driver.memory" not in (conf or {}) and not os.environ.get("SPARK_DRIVER_MEMORY"):
-        # Local mode's one JVM is driver and executors: size it from the machine (or the
-        # container's memory limit), not Spark's 1g; refuse before starting a JVM that cannot fit.
-        memory = total_memory()
-        problem = local_memory_problem(memory)
-        if problem is not None:
-            raise MemoryTooSmall(problem)
-        settings["spark.driver.memory"] = local_driver_memory(memory)
-    settings.update(conf or {})
-    for key, value in settings.items():
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("WARN")
-    return session
-
-
-class Progress:
-    """Prints which step runs and the progress of its Spark stages, from a polling thread."""
-
-    def __init__(
-        self,
-        spark: SparkSession | None,
-        stream: TextIO | None = None,
-        enabled: bool = True,
-        interval: float = 0.5,
-        line_every: float = 5.0,
-    ) -> None:
-        self._spark = spark
-        self._stream = stream or sys.stderr
-        self._enabled = enabled
-        self._interval = interval
-        self._line_every = line_every
-        self._tty = bool(getattr(self._stream, "isatty", lambda: False)())
-        self._step = ""
-        self._step_started = time.monotonic()
-        self._started = time.monotonic()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._last_line = 0.0
-        self.steps: list[tuple[str, float]] = []
-
-    def __enter__(self) -> Progress:
-        if self._enabled and self._spark is not None:
-            self._thread = threading.Thread(target=self._run, name="kquota-progress", daemon=True)
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._close_step()
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=2)
-        if self._enabled and self._tty:
-            self._stream.write("\r\033[K")
-            self._stream.flush()
-
-    def _close_step(self) -> None:
-        if self._step:
-            elapsed = time.monotonic() - self._step_started
-            self.steps.append((self._step, elapsed))
-            if self._enabled:
-                prefix = "\r\033[K" if self._tty else ""
-                self._stream.write(f"{prefix}  {self._step}: done in {elapsed:.1f} s\n")
-                self._stream.flush()
-
-    def step(self, name: str) -> None:
-        self._close_step()
-        self._step = name
-        self._step_started = time.monotonic()
-        if self._spark is not None:
-            self._spark.sparkContext.setJobDescription(name)
-
-    def _run(self) -> None:
-        assert self._spark is not None
-        tracker = self._spark.sparkContext.statusTracker()
-        while not self._stop.wait(self._interval):
-            try:
-                infos = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
-            except Exception:  # noqa: BLE001 - the context is shutting down; progress is best effort
-                return
-            stages = [s for s in infos if s is not None]
-            if not stages:
-                continue
-            done = sum(s.numCompletedTasks for s in stages)
-            total = sum(s.numTasks for s in stages)
-            ids = ",".join(str(s.stageId) for s in stages)
-            elapsed = time.monotonic() - self._step_started
-            if self._tty:
-                width = 24
-                filled = int(width * done / total) if total else 0
-                bar = "#" * filled + "-" * (width - filled)
-                self._stream.write(f"\r\033[K  {self._step} [{bar}] stage {ids}: {done}/{total} tasks, {elapsed:.0f} s")
-                self._stream.flush()
-            elif time.monotonic() - self._last_line >= self._line_every:
-                self._last_line = time.monotonic()
-                self._stream.write(f"  {self._step}: stage {ids}: {done}/{total} tasks ({elapsed:.0f} s)\n")
-                self._stream.flush()
-
-
-# --- the pipeline ----------------------------------------------------------------------
 
 
 def _rows(df: DataFrame) -> list[dict[str, Any]]:
@@ -245,127 +106,6 @@ def _effective(recs: list[dict[str, Any]]) -> dict[tuple[Any, ...], float]:
     return out
 
 
-def _capacity_lines(capacity: list[dict[str, Any]]) -> list[str]:
-    """Brokers overloaded by their own traffic first, by name; quotas that merely add up to more, in one line."""
-
-    known = [c for c in capacity if c["status"] != "unknown"]
-    if not known:
-        return ["capacity: not checked (pass --broker-capacity)"]
-
-    def qty(c: Mapping[str, Any], key: str) -> str:
-        return load.human_value(c["resource"], c[key])
-
-    lines = [
-        f"capacity: broker {c['broker']} {c['resource']} OVER CAPACITY: its traffic's p99 "
-        f"{qty(c, 'observed_p99')} (peak {qty(c, 'observed_peak')}) is above its capacity {qty(c, 'capacity')}"
-        for c in known
-        if c["status"] == "over-capacity"
-    ]
-    if not lines:
-        worst = max(known, key=lambda c: c["peak_utilisation"] or 0)
-        lines.append(
-            f"capacity: no broker over capacity (busiest: broker {worst['broker']} {worst['resource']}, "
-            f"p99 {qty(worst, 'observed_p99')} of {qty(worst, 'capacity')})"
-        )
-    committed_over = [c for c in known if (c["oversubscription"] or 0) > 1]
-    if committed_over:
-        top = max(committed_over, key=lambda c: c["oversubscription"] or 0)
-        lines.append(
-            f"  quotas add up to more than the capacity on {len(committed_over)} of {len(known)} broker/resource "
-            f"pair(s) (up to {top['oversubscription']:.2f}x on broker {top['broker']} {top['resource']}): "
-            "they could overload a broker only if those clients peaked together"
-        )
-    return lines
-
-
-def _spark_facts(spark: SparkSession) -> dict[str, Any]:
-    """Where it ran and how much memory the driver JVM held at most (VmHWM; in local mode it did all the work)."""
-    conf = spark.sparkContext.getConf()
-    facts: dict[str, Any] = {
-        "master": spark.sparkContext.master,
-        "version": spark.version,
-        "driver_memory": conf.get("spark.driver.memory", "1g"),
-        "driver_peak_rss_mib": None,
-    }
-    try:
-        jvm: Any = spark.sparkContext._jvm
-        pid = int(jvm.java.lang.ProcessHandle.current().pid())
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                facts["driver_peak_rss_mib"] = round(int(line.split()[1]) / 1024)
-    except (OSError, ValueError, AttributeError):
-        pass  # not Linux, or no JVM handle (Spark Connect): the figure is left out, nothing else changes
-    return facts
-
-
-def _change_lines(changes: Mapping[str, Any], most: int = 10) -> list[str]:
-    """The comparison with what is applied now: the counts, then the defaults and the largest changes."""
-    lines = [current.summary_line(changes)]
-    moved = [r for r in changes["rows"] if r["action"] != "keep"]
-
-    def size(r: Mapping[str, Any]) -> float:
-        return float("inf") if r["change_percent"] is None else abs(r["change_percent"])
-
-    shown = sorted(moved, key=lambda r: (not r["is_default"], -size(r)))[:most]
-    for r in shown:
-        now = load.human_value(r["resource"], r["current"]) if r["current"] is not None else "not set"
-        new = load.human_value(r["resource"], r["recommended"]) if r["recommended"] is not None else "not set"
-        pct = "" if r["change_percent"] is None else f" ({r['change_percent']:+g}%)"
-        lines.append(f"  {r['action']} {r['entity']} {r['resource']}: {now} -> {new}{pct}")
-    if len(moved) > most:
-        lines.append(f"  ... and {len(moved) - most} more changes (see the report)")
-    for note in changes["skipped"][:3]:
-        lines.append(f"  not compared: {note}")
-    if len(changes["skipped"]) > 3:
-        lines.append(f"  not compared: {len(changes['skipped']) - 3} more documents (see report.json)")
-    return lines
-
-
-def summarise(report: Mapping[str, Any]) -> str:
-    """A few lines a person reads at the end of a run: what was recommended and why."""
-    v = report["validation"]["clients"]
-    p = report["parameters"]
-    lines = [
-        f"Analysed {v['rows_valid']:,} client samples from {v['brokers']} broker(s), "
-        f"{v['first_timestamp']} to {v['last_timestamp']}; "
-        f"{len({(e['kind'], e['user'], e['client_id']) for e in report['entities']}):,} entities.",
-    ]
-    for note in v["notes"]:
-        lines.append(f"  input: {note}")
-    if report.get("spark"):
-        sp = report["spark"]
-        rss = "" if sp["driver_peak_rss_mib"] is None else f", driver peak memory {sp['driver_peak_rss_mib']:,} MiB"
-        lines.append(f"Spark {sp['version']} on {sp['master']}: driver memory {sp['driver_memory']}{rss}.")
-    if report.get("changes"):
-        lines += _change_lines(report["changes"])
-    headroom = f"{p['headroom'] * 100:g}%"
-    for d in (r for r in report["recommendations"] if r["is_default"]):
-        entity = current.entity_display(d["kind"], None, None, True)
-        lines.append(
-            f"{d['resource']}: default {entity} = {load.human_value(d['resource'], d['quota'])} "
-            f"(p{p['default_percentile'] * 100:g} of {d['population']} non-outlier p99s = "
-            f"{load.human_value(d['resource'], d['basis'])}, + {headroom} headroom, rounded up)"
-        )
-    overrides = [r for r in report["recommendations"] if not r["is_default"]]
-    for r in sorted(overrides, key=lambda r: (r["resource"], -(r["quota"] or 0)))[:15]:
-        why = {"outlier": "outlier", "no-default": "no default for its population"}.get(
-            r["reason"], "needs more than the default"
-        )
-        capped = (
-            f"; throttled {r['throttled_share']:.0%} of the time, real demand is higher" if r["demand_capped"] else ""
-        )
-        lines.append(
-            f"  override {r['entity']} {r['resource']} = {load.human_value(r['resource'], r['quota'])} "
-            f"({why}: p99 {load.human_value(r['resource'], r['basis'])}{capped})"
-        )
-    if len(overrides) > 15:
-        lines.append(f"  ... and {len(overrides) - 15} more overrides (see the report)")
-    lines += _capacity_lines(report["capacity"])
-    if report.get("topics"):
-        lines.append(f"topics: {len(report['topics'])} TopicQuota budget(s) suggested (enforcement Monitor)")
-    return "\n".join(lines)
-
-
 def advise(spark: SparkSession, options: AdviseOptions, echo: Callable[[str], None] | None = None) -> AdviseResult:
     """Run the whole pipeline; raises :class:`kquota.advisor.schema.InputError` for bad input."""
 
@@ -384,36 +124,36 @@ def advise(spark: SparkSession, options: AdviseOptions, echo: Callable[[str], No
     with Progress(spark, enabled=options.progress) as progress:
         progress.step("validating client samples")
         raw = extract.read(spark, inputs.clients, inputs.format)
-        clients, client_report = schema.validate_clients(raw, now, options.skew_tolerance, options.skew)
+        clients, client_report = validate.validate_clients(raw, now, options.skew_tolerance, options.skew)
         topic_report: schema.ValidationReport | None = None
         topics_df: DataFrame | None = None
         if inputs.topics:
             progress.step("validating topic samples")
             topics_fmt = options.format or extract.detect_format(inputs.topics)
-            topics_df, topic_report = schema.validate_topics(
+            topics_df, topic_report = validate.validate_topics(
                 extract.read(spark, inputs.topics, topics_fmt), now, options.skew_tolerance, options.skew
             )
         # The statistics group the samples as they are (a sorted array per resource in one group per
         # entity); only the capacity check reads them one row per resource. Both read the validated
         # samples' cache: exploding every sample into a second cache first cost more than it saved.
         # Re-keying (--level) is a shuffle of its own: cached too.
-        samples = transform.regroup(clients, params.level)
+        samples = regroup(clients, params.level)
         rekeyed = params.level != "as-measured"
         with _persisted(samples) if rekeyed else nullcontext(samples) as samples:
-            usage = transform.usage_long(samples)
+            usage = usage_long(samples)
             progress.step("computing per-entity statistics and outliers")
-            stats = transform.entity_stats_wide(samples)
-            flagged_df = transform.flag_outliers(
+            stats = entity_stats_wide(samples)
+            flagged_df = flag_outliers(
                 stats, params.outlier_alpha, params.outlier_top_k, params.min_population
             ).persist()
             flagged = _rows(flagged_df)
             if not flagged:
                 raise schema.EmptyInputError("client samples: no usage values (every rate column is empty)")
             progress.step("recommending quotas")
-            recs_df = transform.recommend(flagged_df, params).persist()
+            recs_df = recommend(flagged_df, params).persist()
             recs = _rows(recs_df)
             progress.step("checking broker capacity")
-            capacity_df = transform.capacity_check(usage, recs_df, params.capacity)
+            capacity_df = capacity_check(usage, recs_df, params.capacity)
             capacity = _rows(capacity_df)
             topic_rows: list[dict[str, Any]] = []
             topic_broker_rows: list[dict[str, Any]] = []
@@ -424,7 +164,7 @@ def advise(spark: SparkSession, options: AdviseOptions, echo: Callable[[str], No
             }
             if topics_df is not None:
                 progress.step("topic budgets")
-                per_topic, per_topic_broker = transform.topic_view(topics_df, params)
+                per_topic, per_topic_broker = topic_view(topics_df, params)
                 topic_rows, topic_broker_rows = _rows(per_topic), _rows(per_topic_broker)
                 tables.update(topics=per_topic, topic_brokers=per_topic_broker)
             progress.step("writing manifests and reports")
@@ -456,27 +196,27 @@ def advise(spark: SparkSession, options: AdviseOptions, echo: Callable[[str], No
             }
             if applied is not None:
                 report["changes"] = current.changes(recs, applied)
-            report["spark"] = _spark_facts(spark)
+            report["spark"] = spark_facts(spark)
             report["summary"] = summarise(report)
             header = (
                 f"Generated by kquota advise at {now.isoformat()} from {client_report.rows_valid} samples "
                 f"({inputs.clients}).\nReview before merging: see report.html for the reasoning."
             )
-            manifests = load.client_quota_manifests(recs, options.namespace, options.cluster_ref, params.headroom)
-            manifests += load.topic_quota_manifests(
+            resources = manifests.client_quota_manifests(recs, options.namespace, options.cluster_ref, params.headroom)
+            resources += manifests.topic_quota_manifests(
                 topic_rows, topic_broker_rows, options.namespace, options.cluster_ref
             )
             out = options.out
-            files = load.write_manifests(manifests, out / "manifests", options.namespace, header)
+            files = manifests.write_manifests(resources, out / "manifests", options.namespace, header)
             paths = []
             if options.report_format in ("json", "both"):
-                paths.append(load.write_json_report(report, out / "report.json"))
+                paths.append(data.write_json_report(report, out / "report.json"))
             if options.report_format in ("parquet", "both"):
-                paths += load.write_parquet_report(
+                paths += data.write_parquet_report(
                     {k: v.withColumn("generated_at", sf.lit(now.isoformat())) for k, v in tables.items()},
                     out / "report.parquet",
                 )
-            paths.append(load.write_html_report(report, out / "report.html", options.top_n))
+            paths.append(page.write_html_report(report, out / "report.html", options.top_n))
             flagged_df.unpersist()
             recs_df.unpersist()
     clients.unpersist()

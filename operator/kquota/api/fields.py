@@ -25,6 +25,7 @@ TOPIC_NAME_PATTERN: Final = r"^[a-zA-Z0-9._-]+$"
 MAX_TOPIC_LENGTH: Final = 249
 #: A Kubernetes object name (DNS-1123 subdomain), e.g. a KafkaCluster's name.
 DNS1123_SUBDOMAIN: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+DNS1123_LABEL: Final = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 #: An http(s) URL without whitespace; same regex in Go (RE2) and Python.
 HTTP_URL_PATTERN: Final = r"^https?://[^\s/?#]+([/?#]\S*)?$"
 #: A Go duration made of positive parts (``60s``, ``1m30s``, ``1.5h``).
@@ -196,3 +197,7 @@ CLUSTER_REF_DOC: Final = (
     "chart, Helm value operator.defaultCluster, else the first entry of kafka.clusters, else "
     "'default'. The KafkaCluster's tenancy decides whether this namespace may manage the entity."
 )
+
+#: A namespace, and the name of a namespaced object, as references to Secrets and Strimzi objects spell them.
+Namespace = Annotated[str, Field(min_length=1, max_length=63, pattern=DNS1123_LABEL)]
+ObjectName = Annotated[str, Field(min_length=1, max_length=253, pattern=DNS1123_SUBDOMAIN)]

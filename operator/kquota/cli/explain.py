@@ -21,17 +21,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from kquota.cli import common
+from kquota.cli.brokers import read_callbacks, read_live
 from kquota.cli.claims import load_manifests, overlay, select, topics_of
-from kquota.cli.connect import (
-    Quotas,
-    TargetError,
-    add_connection_args,
-    has_connection,
-    load_target,
-    read_callbacks,
-    read_live,
-)
+from kquota.cli.connect import add_connection_args, has_connection, load_target
 from kquota.cli.sources import bind_default_cluster
+from kquota.cli.target import Quotas, TargetError
 from kquota.cli.term import Cell, Term, safe, value_text
 from kquota.domain.callback import CALLBACK_CONFIG, callback_summary
 from kquota.domain.claims import ResourceClaim

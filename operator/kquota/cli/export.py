@@ -30,7 +30,9 @@ from typing import Any, Final
 import yaml
 
 from kquota.cli import common
-from kquota.cli.connect import Quotas, Target, TargetError, add_connection_args, load_target, read_live
+from kquota.cli.brokers import read_live
+from kquota.cli.connect import add_connection_args, load_target
+from kquota.cli.target import Quotas, Target, TargetError
 from kquota.domain.manifests import ExportedEntity, export_manifests
 
 EPILOG: Final = """\

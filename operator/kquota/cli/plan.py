@@ -34,10 +34,12 @@ from typing import Any, Final
 
 from kquota.api.kafkacluster import KafkaCluster
 from kquota.cli import common
+from kquota.cli.brokers import broker_validate, read_live
 from kquota.cli.claims import load_manifests, topics_of
-from kquota.cli.connect import Target, TargetError, add_connection_args, broker_validate, load_target, read_live
+from kquota.cli.connect import add_connection_args, load_target
 from kquota.cli.planning import CHANGING, Action, Report, make_report, shown_changes
 from kquota.cli.sources import Checked, bind_default_cluster, read_documents, validate_documents
+from kquota.cli.target import Target, TargetError
 from kquota.cli.term import Cell, Term, safe, value_text
 from kquota.domain.guard import APPROVAL_ANNOTATION
 

@@ -17,7 +17,7 @@ from typing import Final
 
 from kquota.cli import common
 from kquota.cli.claims import overlay, select
-from kquota.cli.connect import Quotas, Target
+from kquota.cli.target import Quotas, Target
 from kquota.domain.claims import ResourceClaim
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.guard import APPROVAL_ANNOTATION, GuardHold, guard, hold_message, removals

@@ -22,6 +22,10 @@ Shape, and why:
   stays in the operator's namespace, so recreating it picks up where it left).
 * **Deletion holds a finalizer** until the resource's keys are gone from the
   brokers, so GitOps tools see a deletion complete only when it really is.
+  A resource that vanished without Kopf seeing it go (deleted without the
+  finalizer while a watch could not resume) stays in Kopf's index; the ghost
+  sweeper (:mod:`~kquota.reconcile.ghosts`) finds it against the API server's
+  listings and the reconcilers leave it out, so its keys are removed.
 * **State lives in Kopf's memo.** The operator's memo carries one
   :class:`OperatorState` (made by :func:`operator_memo`, filled by the startup
   handler); Kopf gives every object a shallow copy of that memo, so every
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -51,6 +56,7 @@ from kquota.k8s.ledger import LedgerStore
 from kquota.kafka.errors import KafkaUnavailable
 from kquota.reconcile.build import ClusterResolver
 from kquota.reconcile.engine import ClusterReconciler
+from kquota.reconcile.ghosts import GhostSweeper
 from kquota.reconcile.orphans import OrphanReporter, RecordStore
 from kquota.reconcile.records import object_ref
 from kquota.reconcile.settings import OperatorSettings
@@ -77,6 +83,11 @@ class OperatorState:
     #: a second one for a Kafka cluster is refused.
     cluster_facts: dict[str, tuple[str, str | None]] = field(default_factory=dict)
     orphans: OrphanReporter | None = None
+    #: Resources found deleted although Kopf's indexes still hold them (their deletion went unseen), by uid.
+    gone: dict[str, ResourceClaim] = field(default_factory=dict)
+    ghosts: GhostSweeper | None = None
+    #: Kopf's quota indexes, kept by the first reconciler (to tell a ghost from a deletion Kopf saw).
+    indexes: tuple[Mapping[str, Iterable[ResourceClaim]], ...] | None = None
 
 
 #: The operator memo's key for the :class:`OperatorState`.
@@ -114,6 +125,11 @@ async def _startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -
     st.kube = Kube(await connect(ours.kubeconfig))
     st.orphans = OrphanReporter(st.kube, ours, st.records, st.cluster_facts.keys())
     st.orphans.start()
+    kube = st.kube
+    st.ghosts = GhostSweeper(
+        kube.list_cluster_uids, QUOTA_KINDS.values(), st.records, lambda rec: _found_gone(st, rec), ours.drift_interval
+    )
+    st.ghosts.start()
     # kquota plan reads the default cluster from here rather than guess it.
     await published.publish_or_warn(
         st.kube,
@@ -138,6 +154,8 @@ async def _cleanup(memo: kopf.Memo, **_: Any) -> None:
     st = state(memo)
     if st.orphans is not None:
         await st.orphans.stop()
+    if st.ghosts is not None:
+        await st.ghosts.stop()
     for engine in st.engines.values():
         engine.close()
     if st.kube is not None:
@@ -197,6 +215,31 @@ def _index(kind: str) -> Any:
 
     index.__name__ = f"{kind.lower()}_index"
     return index
+
+
+def _found_gone(st: OperatorState, rec: ResourceClaim) -> None:
+    """A resource is gone from the API server (the ghost sweeper's word): release its keys.
+
+    Kopf saw most such deletions (a resource deleted without kquota's finalizer):
+    its index dropped the record, only :attr:`OperatorState.records` kept it, and
+    there is nothing more to do. One the index still holds is a ghost: the
+    reconcilers leave it out from now on, and a pass removes its keys, with a
+    QuotaRemoved event on the KafkaCluster naming it.
+    """
+    uid = rec.ref.uid
+    if st.indexes is not None and not any(r.ref.uid == uid for index in st.indexes for r in index.get(rec.cluster, ())):
+        return
+    st.gone[uid] = rec
+    log.warning(
+        "%s %s/%s was deleted while the operator could not see it (gone from the API server, "
+        "its deletion never reached the watch): releasing what it set",
+        rec.ref.kind,
+        rec.ref.namespace,
+        rec.ref.name,
+    )
+    engine = st.engines.get(rec.cluster)
+    if engine is not None:
+        engine.trigger(uid)
 
 
 #: How long a deletion handler waits for its keys to leave the brokers before Kopf retries it.
@@ -291,15 +334,18 @@ async def cluster_reconciler(
     kube = st.kube
     assert kube is not None, "startup handler did not run"
     # Kopf's indexes and a daemon's body are live: the reconciler reads them as they are on each pass.
+    indexes = tuple(kwargs[f"{plural}_index"] for plural in QUOTA_KINDS.values())
+    st.indexes = indexes
     engine = ClusterReconciler(
         name=name,
-        indexes=[kwargs[f"{plural}_index"] for plural in QUOTA_KINDS.values()],
+        indexes=indexes,
         cluster_config=ClusterResolver(body, kube, st.settings),
         kube=kube,
         ledger_store=LedgerStore(kube, st.settings.namespace, name),
         settings=st.settings,
         cluster_object=body,
         peers=st.cluster_facts,
+        gone=st.gone,
     )
     st.engines[name] = engine
     task = asyncio.create_task(engine.run(), name=f"reconcile-{name}")

@@ -81,6 +81,10 @@ def env_proxy(cfg: client.Configuration) -> None:
     cfg.client_session_kwargs = {**(cfg.client_session_kwargs or {}), "trust_env": False}
 
 
+#: Asks a list for its objects' metadata only (falls back to the full objects on a server without it).
+METADATA_LIST_ACCEPT = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json"
+
+
 def _path(*segments: str) -> str:
     # Each segment quoted whole: a name can never add a path segment or a query.
     return "/" + "/".join(quote(s, safe="") for s in segments)
@@ -101,6 +105,7 @@ class Kube:
         query: list[tuple[str, str]] | None = None,
         body: Mapping[str, Any] | None = None,
         content_type: str = "application/json",
+        accept: str = "application/json",
     ) -> dict[str, Any]:
         """One API request with a JSON body; the decoded JSON reply. HTTP errors raise ApiException."""
         api = self.api_client
@@ -109,7 +114,7 @@ class Kube:
             method=method,
             resource_path=path,
             query_params=query or [],
-            header_params={"Accept": "application/json", "Content-Type": content_type},
+            header_params={"Accept": accept, "Content-Type": content_type},
             body=dict(body) if body is not None else None,
             auth_settings=["BearerToken"],
         )
@@ -127,6 +132,24 @@ class Kube:
     async def list_cluster_objects(self, plural: str) -> dict[str, Any]:
         """Every object of a kind across namespaces (one list; the CLI's scale)."""
         return await self.request("GET", _path("apis", GROUP, VERSION, plural))
+
+    async def list_cluster_uids(self, plural: str, page: int = 500) -> set[str]:
+        """The uid of every object of a kind across namespaces, from the API server itself.
+
+        Metadata only (PartialObjectMetadataList: no spec or status), in pages of
+        ``page``; without a resourceVersion the list is a consistent read, so an
+        object that existed before the request is in it.
+        """
+        path = _path("apis", GROUP, VERSION, plural)
+        uids: set[str] = set()
+        token = ""
+        while True:
+            query = [("limit", str(page))] + ([("continue", token)] if token else [])
+            reply = await self.request("GET", path, query=query, accept=METADATA_LIST_ACCEPT)
+            uids.update(str((item.get("metadata") or {}).get("uid")) for item in reply.get("items") or ())
+            token = str((reply.get("metadata") or {}).get("continue") or "")
+            if not token:
+                return uids
 
     # -- other projects' objects (Strimzi's Kafka and KafkaUser) ---------------
 

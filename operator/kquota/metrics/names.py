@@ -10,7 +10,7 @@ from typing import Final
 class MetricNames:
     """Metric and label names as the exporter writes them (defaults: harness/jmx-exporter.yaml).
 
-    A KafkaCluster's ``spec.metrics.names`` (:class:`kquota.api.kafkacluster.ExporterNames`,
+    A KafkaCluster's ``spec.metrics.names`` (:class:`kquota.api.cluster_metrics.ExporterNames`,
     same defaults) becomes one of these in :func:`kquota.reconcile.build.metric_names`.
     """
 

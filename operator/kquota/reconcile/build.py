@@ -19,7 +19,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from kquota.api.kafkacluster import ExporterNames, KafkaCluster, duration_seconds
+from kquota.api.cluster_metrics import ExporterNames, duration_seconds
+from kquota.api.kafkacluster import KafkaCluster
 from kquota.domain.plan import Protection, UnmanagedPolicy
 from kquota.domain.strimzi import StrimziOwnership
 from kquota.domain.tenancy import Grant

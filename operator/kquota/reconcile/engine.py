@@ -79,6 +79,7 @@ class ClusterReconciler(Pass):
         cluster_object: Mapping[str, Any] | None = None,
         peers: Mapping[str, tuple[str, str | None]] | None = None,
         admin_factory: Callable[[ClusterConfig], QuotaAdminPort] | None = None,
+        gone: Mapping[str, ResourceClaim] | None = None,
     ) -> None:
         """Values, not callbacks into the caller: the mappings are read on every pass and may change in between.
 
@@ -88,12 +89,16 @@ class ClusterReconciler(Pass):
         ``cluster_object`` is the KafkaCluster (Kopf's live body), read for its
         approval annotation and its own status; ``peers`` is every
         KafkaCluster's (creationTimestamp, status.clusterId), to refuse a second
-        one for the same Kafka cluster. Kafka and Kubernetes are reached through
+        one for the same Kafka cluster; ``gone`` holds, by uid, the resources
+        found deleted although the indexes still hold them (see
+        :mod:`~kquota.reconcile.ghosts`): they are left out, so their keys are
+        removed as a deletion's. Kafka and Kubernetes are reached through
         the ports in :mod:`~kquota.reconcile.ports`; tests replace how the Kafka
         admin client is made (``admin_factory``).
         """
         self.name = name
         self._indexes = tuple(indexes)
+        self._gone: Mapping[str, ResourceClaim] = gone if gone is not None else {}
         self.kube = kube
         self.ledger_store = ledger_store
         self.settings = settings

@@ -26,7 +26,12 @@ from kquota.reconcile.settings import OperatorSettings
 log = logging.getLogger(__name__)
 
 Holders = Mapping[tuple[Entity, QuotaKey], ResourceRef]
-Causes = tuple[dict[tuple[Entity, QuotaKey], ResourceClaim], dict[Entity, ResourceClaim]]
+#: Which resource a removed key comes from: one being deleted, one whose edit dropped it, one found gone.
+Causes = tuple[
+    dict[tuple[Entity, QuotaKey], ResourceClaim],
+    dict[Entity, ResourceClaim],
+    dict[tuple[Entity, QuotaKey], ResourceClaim],
+]
 
 
 class Events:
@@ -38,6 +43,7 @@ class Events:
     _contest: ContestTracker
     _entities_by_uid: dict[str, frozenset[Entity]]
     _cluster_object: Mapping[str, Any] | None
+    _gone: Mapping[str, ResourceClaim]
 
     def _cluster_ref(self) -> ObjectRef | None:
         if self._cluster_object is None:
@@ -111,13 +117,13 @@ class Events:
         holders: Holders,
         records: tuple[ResourceClaim, ...],
         drifted: list[Drift],
-        gone: Mapping[Entity, Set[QuotaKey]] | None = None,
+        off_brokers: Mapping[Entity, Set[QuotaKey]] | None = None,
     ) -> set[str]:
         """An event for every key this pass set or removed on the brokers, with exact values.
 
         A set key goes to the resource that holds it (``Applied``, old and new
         value); a removed key to the resource whose deletion or edit caused it,
-        else to the KafkaCluster (``QuotaRemoved``, with the cause). ``gone``
+        else to the KafkaCluster (``QuotaRemoved``, with the cause). ``off_brokers``
         are keys kquota owned that this pass forgets without sending anything,
         because the brokers no longer had them: they are named the same way, so
         a removal whose own pass failed before its events still gets one. Drift
@@ -125,9 +131,9 @@ class Events:
         event, so the status-change event does not repeat it.
         """
         by_ref = {r.ref: r for r in records}
-        gone = {e: keys for e, keys in (gone or {}).items() if keys}
-        removing = bool(gone) or any(op.value is None for c in done for op in c.ops)
-        causes = self._removal_causes(records) if removing else ({}, {})
+        off_brokers = {e: keys for e, keys in (off_brokers or {}).items() if keys}
+        removing = bool(off_brokers) or any(op.value is None for c in done for op in c.ops)
+        causes = self._removal_causes(records) if removing else ({}, {}, {})
         drift = {(d.entity, d.key) for d in drifted}
         applied: dict[str, tuple[ResourceClaim, list[str]]] = {}
         removed: dict[tuple[str, str], tuple[ResourceClaim | None, bool, list[str]]] = {}
@@ -152,7 +158,7 @@ class Events:
                 metrics.REMOVED.labels(self.name).inc()
                 group = (cause_rec.ref.uid if cause_rec is not None else "", cause)
                 removed.setdefault(group, (cause_rec, warn, []))[2].append(text)
-        for entity, keys in gone.items():
+        for entity, keys in off_brokers.items():
             for key in sorted(keys):
                 cause_rec, cause, warn = self._removal_cause(entity, key, causes, owned_before)
                 owned = owned_before.get(entity, {}).get(key)
@@ -181,7 +187,9 @@ class Events:
 
         The first index maps each key of a resource being deleted to it; the
         second maps each entity a live resource held at its last pass to it
-        (its edit dropped the key). Earlier records win, as a scan would.
+        (its edit dropped the key); the third each key of a resource found
+        deleted after its deletion went unseen (:mod:`~kquota.reconcile.ghosts`).
+        Earlier records win, as a scan would.
         Built once so a prune of N resources costs O(N), not O(N^2).
         """
         deleting: dict[tuple[Entity, QuotaKey], ResourceClaim] = {}
@@ -194,7 +202,13 @@ class Events:
             elif rec.error is None:
                 for entity in self._entities_by_uid.get(rec.ref.uid, ()):
                     held.setdefault(entity, rec)
-        return deleting, held
+        vanished: dict[tuple[Entity, QuotaKey], ResourceClaim] = {}
+        for rec in self._gone.values():
+            if rec.cluster == self.name:
+                for entity, values in rec.entries:
+                    for key in values:
+                        vanished.setdefault((entity, key), rec)
+        return deleting, held, vanished
 
     def _removal_cause(
         self,
@@ -204,13 +218,17 @@ class Events:
         owned_before: Mapping[Entity, Mapping[QuotaKey, float]],
     ) -> tuple[ResourceClaim | None, str, bool]:
         """Which resource a removal comes from, why, and whether it deserves a Warning."""
-        deleting, held = causes
+        deleting, held, vanished = causes
         rec = deleting.get((entity, key))
         if rec is not None:
             return rec, f"{rec.ref} is being deleted", False
         rec = held.get(entity)
         if rec is not None:
             return rec, f"{rec.ref} no longer sets it", False
+        rec = vanished.get((entity, key))
+        if rec is not None:
+            # The object is gone: the event goes to the KafkaCluster, naming the resource.
+            return None, f"{rec.ref} was deleted while the operator could not see it (gone from the API server)", True
         if key not in owned_before.get(entity, {}):
             return None, f"KafkaCluster {self.name} has unmanaged.policy Adopt and no resource sets it", True
         return None, "kquota set it and no resource sets it any more (its resource was deleted or moved)", True

@@ -101,6 +101,7 @@ class Gather:
     settings: OperatorSettings
     ledger_store: LedgerPort
     _indexes: tuple[Mapping[str, Iterable[ResourceClaim]], ...]
+    _gone: Mapping[str, ResourceClaim]
     _cluster: Callable[[], Awaitable[ClusterConfig | None]]
     _cluster_object: Mapping[str, Any] | None
     _peers: Mapping[str, tuple[str, str | None]]
@@ -123,9 +124,10 @@ class Gather:
         self._wait = self.settings.drift_interval
 
     def _every_record(self) -> Iterator[ResourceClaim]:
-        """This cluster's quota resources, as the indexes hold them now."""
+        """This cluster's quota resources, as the indexes hold them now, less those found gone."""
+        gone = self._gone
         for index in self._indexes:
-            yield from (r for r in index.get(self.name, ()) if r.cluster == self.name)
+            yield from (r for r in index.get(self.name, ()) if r.cluster == self.name and r.ref.uid not in gone)
 
     async def gather(self, scope: frozenset[str] | None) -> PassInput:
         """Every read of one pass: over everything (``scope`` None) or narrowed to the resources with these uids."""

@@ -294,12 +294,12 @@ class Pass(Gather, Report):
         done = [c for c in decision.sendable if c.entity not in acted.failed]
         # Keys forgotten without a removal sent: the brokers no longer had them (an earlier pass's
         # removal whose answer or events were lost, or another writer), so nothing else names them.
-        gone = {
+        off_brokers = {
             e: {k for k in keys if k not in inp.live.get(e, {})}
             for e, keys in decision.forget.items()
             if e not in acted.failed and e not in decision.held_back
         }
-        return await self._change_events(done, inp.live, inp.ledger, holders, records, fixed, gone)
+        return await self._change_events(done, inp.live, inp.ledger, holders, records, fixed, off_brokers)
 
     async def _report(
         self,

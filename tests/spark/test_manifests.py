@@ -9,7 +9,10 @@ from typing import Any
 import pytest
 import yaml
 
-from kquota.advisor import current, load
+from kquota.advisor import current
+from kquota.advisor.manifests import client_quota_manifests, quantity, slug, topic_quota_manifests, write_manifests
+from kquota.advisor.report.page import render_html
+from kquota.advisor.units import human_bytes
 from kquota.api import ClientQuota, TopicQuota, byte_rate
 
 pytestmark = pytest.mark.spark
@@ -32,8 +35,8 @@ DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0
     ],
 )
 def test_quantity_is_an_exact_binary_quantity_or_the_integer(n: int, expected: int | str) -> None:
-    assert load.quantity(n) == expected
-    assert byte_rate(load.quantity(n)) == n
+    assert quantity(n) == expected
+    assert byte_rate(quantity(n)) == n
 
 
 @pytest.mark.parametrize(
@@ -48,7 +51,7 @@ def test_quantity_is_an_exact_binary_quantity_or_the_integer(n: int, expected: i
     ],
 )
 def test_slug_is_a_dns_label_part_with_a_hash_when_lossy(name: str, pattern: str) -> None:
-    assert re.match(pattern, load.slug(name))
+    assert re.match(pattern, slug(name))
 
 
 def rec(
@@ -86,7 +89,7 @@ def test_client_quota_manifests_validate_and_keep_the_real_principal() -> None:
     ]
     recs += [rec("user", u, None, "produce", 6 * 2**20) for u in HOSTILE]
     recs += [rec("client-id", None, "c,1=x", "fetch", 2**20), rec("user+client-id", "a", "client-b", "fetch", 2**20)]
-    manifests = load.client_quota_manifests(recs, namespace="team-a", cluster_ref="prod")
+    manifests = client_quota_manifests(recs, namespace="team-a", cluster_ref="prod")
     names = [m["metadata"]["name"] for m in manifests]
     assert len(set(names)) == len(names) == 2 - 1 + len(HOSTILE) + 2
     for manifest in manifests:
@@ -122,7 +125,7 @@ def test_topic_quota_manifests_validate_and_skip_directions_without_traffic() ->
     brokers = [
         {"topic": "orders", "broker": "1", "produce_allowance": 5592405, "consume_allowance": 682, "basis": "leaders"}
     ]
-    manifests = load.topic_quota_manifests(topics, brokers, namespace="team-a")
+    manifests = topic_quota_manifests(topics, brokers, namespace="team-a")
     assert [m["spec"]["topic"]["name"] for m in manifests] == ["Logs.App_1", "orders"]
     for manifest in manifests:
         TopicQuota.model_validate(manifest)
@@ -133,9 +136,9 @@ def test_topic_quota_manifests_validate_and_skip_directions_without_traffic() ->
 
 
 def test_write_manifests_writes_one_file_per_resource_and_a_kustomization(tmp_path: Path) -> None:
-    manifests = load.client_quota_manifests([rec("user", "alice", None, "produce", 2**20)], namespace="ns")
+    manifests = client_quota_manifests([rec("user", "alice", None, "produce", 2**20)], namespace="ns")
     (tmp_path / "stale.yaml").write_text("old: true\n")
-    files = load.write_manifests(manifests, tmp_path, "ns", "generated\nby a test")
+    files = write_manifests(manifests, tmp_path, "ns", "generated\nby a test")
     assert [f.name for f in files] == ["clientquota-user-alice.yaml"]
     assert not (tmp_path / "stale.yaml").exists()
     kustomization = yaml.safe_load((tmp_path / "kustomization.yaml").read_text())
@@ -212,7 +215,7 @@ def report_with(overrides: int) -> dict[str, Any]:
 
 
 def test_the_html_report_puts_the_decision_first_with_units_and_hides_no_override() -> None:
-    page = load.render_html(report_with(overrides=250))
+    page = render_html(report_with(overrides=250))
     headline = page.index("<h2>Recommendation</h2>")
     assert headline < page.index("<h2>Recommended quotas</h2>") < page.index("<h2>Summary</h2>")
     top = page[headline : page.index("<h2>Recommended quotas</h2>")]
@@ -241,4 +244,4 @@ def test_the_html_report_puts_the_decision_first_with_units_and_hides_no_overrid
     ],
 )
 def test_rates_for_people_have_three_digits_a_unit_and_never_an_exponent(x: float, text: str) -> None:
-    assert load.human_bytes(x) == text
+    assert human_bytes(x) == text
