@@ -429,6 +429,22 @@ def _settled(operator: OperatorProcess, quiet: float = 5.0, timeout: float = 600
             last, since = now, time.monotonic()
 
 
+def _cpu_quiet(pid: int, below: float = 5.0, window: float = 2.0, timeout: float = 300.0) -> float:
+    """Wait until the process uses under ``below`` % of a core over ``window`` seconds; returns seconds waited.
+
+    All Ready is not the end of the operator's work: each status write comes back as a
+    watch event, and on a busy machine Kopf holds thousands of them, decoded, in its queues.
+    """
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        _, _, cpu0 = _proc_stats(pid)
+        time.sleep(window)
+        _, _, cpu1 = _proc_stats(pid)
+        if 100.0 * (cpu1 - cpu0) / window < below:
+            break
+    return time.monotonic() - start
+
+
 def _idle(operator: OperatorProcess, pid: int, seconds: float) -> tuple[float, float]:
     """(CPU % of one core, RSS MiB) of the operator over ``seconds`` with nothing changing."""
     _, _, cpu0 = _proc_stats(pid)
@@ -653,6 +669,7 @@ def run_memory_profile(n: int, workdir: Path, frames: int, create_clients: int) 
         while _count_ready(api, ns) < n:
             time.sleep(1.0)
         time.sleep(5)
+        settle = _cpu_quiet(operator.proc.pid)
         rss1, _, _ = _proc_stats(operator.proc.pid)
         operator.proc.signal(signal.SIGUSR1)
         deadline = time.monotonic() + 300
@@ -678,6 +695,7 @@ def run_memory_profile(n: int, workdir: Path, frames: int, create_clients: int) 
             "rss_mib_before": rss0,
             "rss_mib_after": rss1,
             "rss_kib_per_resource": (rss1 - rss0) * 1024 / n,
+            "settle_seconds": settle,
             "sites": [
                 {"site": site, "mib": mib, "blocks": blocks, "bytes_per_resource": mib * 2**20 / n}
                 for mib, blocks, site in sites
@@ -856,7 +874,8 @@ def _main_memory(sizes: list[int], workdir: Path, frames: int, clients: int, out
         print(
             f"\nN={prof['n']}: traced {prof['traced_mib_before']:.1f} -> {prof['traced_mib_after']:.1f} MiB "
             f"({prof['traced_kib_per_resource']:.1f} KiB per resource); RSS {prof['rss_mib_before']:.0f} -> "
-            f"{prof['rss_mib_after']:.0f} MiB ({prof['rss_kib_per_resource']:.1f} KiB per resource)"
+            f"{prof['rss_mib_after']:.0f} MiB ({prof['rss_kib_per_resource']:.1f} KiB per resource); "
+            f"settled {prof['settle_seconds']:.0f} s after all Ready"
         )
         print(f"{'MiB':>8} {'B/res':>7} {'blocks':>8}  site")
         for site in prof["sites"][:15]:

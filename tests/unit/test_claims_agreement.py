@@ -29,6 +29,7 @@ from kquota.domain.guard import GuardLimits
 from kquota.domain.outcomes import ContestRule, OutcomeFacts, pass_outcomes
 from kquota.domain.plan import Protection, UnmanagedPolicy
 from kquota.domain.status import Outcome, Reason
+from kquota.domain.stored_status import EMPTY_STATUS
 from kquota.domain.tenancy import Grant
 from kquota.domain.topic_outcomes import TopicFacts
 from kquota.domain.topics import TopicLayout
@@ -243,4 +244,6 @@ def test_the_topic_quota_message_is_the_operators() -> None:
 def test_the_cli_and_the_operator_build_the_same_claim() -> None:
     """One builder: an object read from the API server and its manifest make the same claim."""
     body = topic_quota("t")
-    assert from_manifest(body) == replace(claim_from_body("TopicQuota", body, "prod"), generation=0, status={})
+    assert from_manifest(body) == replace(
+        claim_from_body("TopicQuota", body, "prod"), generation=0, status=EMPTY_STATUS
+    )

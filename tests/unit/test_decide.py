@@ -28,6 +28,7 @@ from kquota.domain.mutation import ControllerWindow
 from kquota.domain.outcomes import ContestRule, OutcomeFacts, drifted, live_after, pass_outcomes, unavailable
 from kquota.domain.plan import EntityChange, Protection, QuotaOp, ResourceRef, UnmanagedPolicy
 from kquota.domain.status import Reason
+from kquota.domain.stored_status import StoredStatus
 from kquota.domain.tenancy import Grant
 from kquota.domain.topic_outcomes import TopicFacts, topic_outcomes
 from kquota.domain.topics import TopicLayout
@@ -366,7 +367,7 @@ def test_outcomes_decided_before_act_are_kept() -> None:
 
 
 def test_unavailable_keeps_what_each_resource_last_had_applied() -> None:
-    rec = res("a", {ALICE: {P: 5.0}}, status={"applied": {"values": {"producer_byte_rate": 5.0}}})
+    rec = res("a", {ALICE: {P: 5.0}}, status=StoredStatus.of({"applied": {"values": {"producer_byte_rate": 5.0}}}))
     got = unavailable([rec], Reason.KAFKA_UNAVAILABLE, "down")["a"]
     assert (got.reason, got.message, dict(got.applied), got.fully_applied) == (
         Reason.KAFKA_UNAVAILABLE,

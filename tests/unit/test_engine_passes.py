@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 from kquota.domain.entities import Entity
-from kquota.domain.observed import MetricsReading
+from kquota.domain.observed import MetricsReading, Point, QuotaResource, QuotaSeries
 from kquota.domain.status import Reason
 from kquota.reconcile import engine as engine_module
 from kquota.reconcile import report as report_module
@@ -180,6 +181,72 @@ def test_between_drift_checks_a_metrics_reading_reads_nothing_else_and_writes_on
         # The drift check is due: a full pass, not a reading.
         eng.last_full_at -= eng.settings.drift_interval
         assert not await eng._observe_between_drift_checks()
+
+    asyncio.run(run())
+
+
+def _producing(rate: float) -> MetricsReading:
+    """A reading in which only u1 produces, at ``rate`` bytes/s."""
+    series = QuotaSeries("b1", QuotaResource.PRODUCE, "u1", None, (Point(90.0, math.nan, rate),))
+    return MetricsReading("scrape", 100.0, 60.0, True, series=(series,), brokers=("b1",))
+
+
+def test_a_metrics_reading_observes_and_renders_only_what_changed_and_a_held_back_one_once_due(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Standing still costs what changes: 10,000 resources must not be observed and rendered every 5 s."""
+    observed: list[str] = []
+    rendered: list[str] = []
+    observe, render = report_module.observe, report_module.render_status
+
+    def counting_observe(attribution: Any, entity: Entity, *args: Any, **kwargs: Any) -> Any:
+        observed.append(entity.user or "")
+        return observe(attribution, entity, *args, **kwargs)
+
+    def counting_render(prev: Any, generation: int, outcome: Any, entity: str, *args: Any) -> Any:
+        rendered.append(entity)
+        return render(prev, generation, outcome, entity, *args)
+
+    monkeypatch.setattr(report_module, "observe", counting_observe)
+    monkeypatch.setattr(report_module, "render_status", counting_render)
+
+    async def run() -> None:
+        broker, kube = Broker(), Kube()
+        records = [quota(f"q{i}", f"u{i}", 100 + i) for i in range(20)]
+        eng, readings = metrics_engine(records, broker, kube)
+        readings.append(_producing(10.0))
+        await eng.reconcile_once()
+        eng._full = False
+        assert len(observed) == 20 and len(rendered) == 20
+        assert kube.statuses["q1"]["observed"]["total"]["produceByteRate"] == 10.0
+        observed.clear()
+        rendered.clear()
+        # The same figures again: nobody observed or rendered.
+        readings.append(_producing(10.0))
+        assert await eng._observe_between_drift_checks()
+        assert (observed, rendered) == ([], [])
+        # u1's rate moves: only q1 is observed and rendered, and its new numbers are held back
+        # (observedMinInterval, 30 s): the status keeps the old ones.
+        readings.append(_producing(20.0))
+        assert await eng._observe_between_drift_checks()
+        assert (observed, len(rendered)) == (["u1"], 1)
+        assert kube.statuses["q1"]["observed"]["total"]["produceByteRate"] == 10.0
+        # Held back and not yet due: the next readings render nothing.
+        for _ in range(3):
+            assert await eng._observe_between_drift_checks()
+        assert (observed, len(rendered)) == (["u1"], 1)
+        # Once due, the next reading writes it.
+        eng._observed_written["q1"] -= eng.settings.observed_min_interval
+        assert await eng._observe_between_drift_checks()
+        assert len(rendered) == 2
+        assert kube.statuses["q1"]["observed"]["total"]["produceByteRate"] == 20.0
+        # A reading that fails is a flip for everyone: all 20 are observed and written at once.
+        readings.append(MetricsReading("scrape", 105.0, 60.0, False, error="connection refused"))
+        assert await eng._observe_between_drift_checks()
+        assert len(observed) == 21 and all(
+            s["observed"]["available"] is False for s in kube.statuses.values() if "observed" in s
+        )
+        assert sum(1 for s in kube.statuses.values() if "observed" in s) == 20
 
     asyncio.run(run())
 

@@ -12,9 +12,9 @@ them in on every pass, for the operator and ``kquota plan`` alike.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from types import MappingProxyType
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from pydantic import ValidationError
@@ -26,11 +26,10 @@ from kquota.api.topicquota import Enforcement, TopicQuota
 from kquota.domain.desired import desired_entries, topic_budget, topic_clients
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.plan import ResourceRef
+from kquota.domain.stored_status import EMPTY_STATUS, StoredStatus
 
 Entries = tuple[tuple[Entity, Mapping[QuotaKey, float]], ...]
 QuotaModel = ClientQuota | ControllerMutationQuota | TopicQuota
-
-_NO_STATUS: Final[Mapping[str, Any]] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,8 +85,8 @@ class ResourceClaim:
     error: str | None = None
     generation: int = 0
     deleting: bool = False
-    #: The status last read (what a refused resource keeps reporting as applied).
-    status: Mapping[str, Any] = field(default_factory=lambda: _NO_STATUS)
+    #: The status last read (what a refused resource keeps reporting as applied), kept compact.
+    status: StoredStatus = EMPTY_STATUS
 
     def with_entries(self, entries: Entries) -> ResourceClaim:
         """The same resource asking for ``entries`` (a TopicQuota's clients on the live layout)."""
@@ -122,7 +121,7 @@ def claim_of(
     cluster: str,
     generation: int = 0,
     deleting: bool = False,
-    status: Mapping[str, Any] = _NO_STATUS,
+    status: StoredStatus = EMPTY_STATUS,
 ) -> ResourceClaim:
     """The claim of a validated quota resource (a spec kquota cannot turn into quotas sets ``error``)."""
     common = ResourceClaim(ref, created, cluster, generation=generation, deleting=deleting, status=status)
@@ -139,6 +138,11 @@ def claim_of(
     return replace(common, entries=entries, spec=CLIENT_QUOTA)
 
 
+def _shared(value: Any) -> Any:
+    """One copy of a string that many claims hold (anything else as it is: the spec is not validated yet)."""
+    return sys.intern(value) if isinstance(value, str) else value
+
+
 def claim_from_body(kind: str, body: Mapping[str, Any], default_cluster: str) -> ResourceClaim:
     """The claim of an object read from the API server (admitted, so normally valid).
 
@@ -147,12 +151,15 @@ def claim_from_body(kind: str, body: Mapping[str, Any], default_cluster: str) ->
     """
     meta = body.get("metadata") or {}
     spec = body.get("spec") or {}
-    ref = ResourceRef(kind, meta.get("namespace") or "", meta.get("name", ""), meta.get("uid", ""))
-    created = str(meta.get("creationTimestamp") or "")
-    cluster = spec.get("clusterRef") or default_cluster
+    # Namespaces, clusters and creation times repeat across thousands of resources: one
+    # string each rather than one per resource (the operator keeps each claim as long as its resource).
+    namespace = _shared(meta.get("namespace") or "")
+    ref = ResourceRef(kind, namespace, meta.get("name", ""), meta.get("uid", ""))
+    created = sys.intern(str(meta.get("creationTimestamp") or ""))
+    cluster = _shared(spec.get("clusterRef") or default_cluster)
     generation = int(meta.get("generation") or 0)
     deleting = bool(meta.get("deletionTimestamp"))
-    status = dict(body.get("status") or {})
+    status = StoredStatus.of(body.get("status"))
     try:
         model = KINDS[kind].model_validate(
             {"apiVersion": body.get("apiVersion"), "kind": kind, "metadata": dict(meta), "spec": dict(spec)}

@@ -49,6 +49,7 @@ from kquota.api.manifest import QUOTA_KINDS
 from kquota.api.resource import GROUP, VERSION
 from kquota.domain.claims import ResourceClaim, claim_from_body
 from kquota.domain.guard import APPROVAL_ANNOTATION
+from kquota.domain.stored_status import StoredStatus
 from kquota.k8s import published
 from kquota.k8s.api import Kube, connect
 from kquota.k8s.ledger import LedgerStore
@@ -202,7 +203,7 @@ def _index(kind: str) -> Any:
             # Only status or the operator's own bookkeeping changed: the echo of a
             # status write, or Kopf adding its finalizer. Nothing to plan, so no pass
             # is woken; the full pass on the drift timer still sees everything.
-            rec = replace(last[1], status=dict(body.get("status") or {}))
+            rec = replace(last[1], status=StoredStatus.of(body.get("status")))
         else:
             rec = claim_from_body(kind, body, st.settings.default_cluster)
             engine = st.engines.get(rec.cluster)

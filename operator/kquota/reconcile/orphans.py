@@ -50,8 +50,9 @@ def orphan_outcome(rec: ResourceClaim, default_cluster: str) -> Outcome:
         else f"KafkaCluster {rec.cluster!r}"
     )
     message = f"{which} does not exist: nothing is applied until it is created or spec.clusterRef names another"
-    applied = (rec.status.get("applied") or {}).get("values") or {}
-    if applied and (rec.status.get("applied") or {}).get("cluster") == rec.cluster:
+    stored = rec.status.get("applied") or {}
+    applied = stored.get("values") or {}
+    if applied and stored.get("cluster") == rec.cluster:
         message += "; quotas it applied before stay on the brokers as they are"
     return Outcome(Reason.CLUSTER_NOT_FOUND, message, dict(applied), False)
 
@@ -164,7 +165,7 @@ class OrphanReporter:
     async def _report(self, rec: ResourceClaim) -> int:
         outcome = orphan_outcome(rec, self.settings.default_cluster)
         stamp = dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-        prev: Mapping[str, object] = rec.status
+        prev: Mapping[str, object] = rec.status.decoded()
         new = render_status(prev, rec.generation, outcome, rec.display, rec.cluster, stamp)
         self._reported[rec.ref.uid] = (rec.generation, rec.cluster)
         if not needs_write(prev, new):

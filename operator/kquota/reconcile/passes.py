@@ -208,8 +208,8 @@ class Pass(Gather, Report):
             return False
         reading = await self._read_metrics(cfg)
         if reading is not None:
-            self._observe(cfg, reading, basis.claimers, basis.records, basis.live)
-            await self._write_statuses(basis.records, basis.outcomes, prune=False)
+            changed = self._observe(cfg, reading, basis.claimers, basis.records, basis.live)
+            await self._write_statuses(self._observed_records(basis.records, changed), basis.outcomes, prune=False)
         return True
 
     def _decide_input(self, inp: PassInput) -> DecideInput[ResourceClaim]:

@@ -3,7 +3,9 @@
 A status is rendered from its outcome and written as a merge patch only when
 it changes; a resource whose (generation, outcome) was already written is not
 rendered again. Observed metrics are attributed here from the reading gather
-made, and written at a bounded rate.
+made, and written at a bounded rate. A reading between drift checks costs what
+changed: it observes again only the entities whose series changed, and renders
+only those and the resources not yet settled (a held-back observation once due).
 """
 
 from __future__ import annotations
@@ -12,14 +14,16 @@ import dataclasses
 import datetime as dt
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from kquota.domain.claims import ResourceClaim
+from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.guard import GuardHold, GuardLimits, hold_message
 from kquota.domain.observed import (
     NEAR_LIMIT,
     THROTTLED,
+    Attribution,
     MetricsReading,
     Observed,
     TopicObserved,
@@ -41,16 +45,60 @@ from kquota.domain.status import (
     render_status,
     value_text,
 )
+from kquota.domain.stored_status import StoredStatus
 from kquota.k8s.api import gather_limited
 from kquota.reconcile import metrics
 from kquota.reconcile.events import Events
-from kquota.reconcile.records import ClusterConfig, object_ref
+from kquota.reconcile.records import ClusterConfig, MetricsConfig, object_ref
 
 log = logging.getLogger(__name__)
 
 
 def _now() -> str:
     return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def _observable(rec: ResourceClaim) -> bool:
+    """A resource observed from its entity's quota series (a ClientQuota or ControllerMutationQuota on one entity)."""
+    return rec.ref.kind in ("ClientQuota", "ControllerMutationQuota") and len(rec.entries) == 1
+
+
+def _monitored(rec: ResourceClaim) -> tuple[str, Mapping[QuotaKey, float]] | None:
+    """(topic, budget) of a TopicQuota in Monitor mode, observed from its topic's rates; None for any other."""
+    spec = rec.topic
+    if spec is None or not spec.topic or spec.enforcement != "Monitor":
+        return None
+    return spec.topic, spec.budget
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class _Attributed:
+    """What the last metrics reading was attributed on, and its series per (entity, key) that governs them."""
+
+    #: The reading's fields an observation reads besides its series (source, window, availability, ...).
+    shape: tuple[Any, ...]
+    near_limit_percent: int
+    live: Mapping[Entity, Mapping[QuotaKey, float]]
+    claimers: Sequence[ResourceClaim]
+    records: Sequence[ResourceClaim]
+    #: (broker, bucket, sample) of each series, by the (entity, key) whose quota governs it.
+    groups: dict[tuple[Entity, QuotaKey], tuple[Any, ...]]
+    #: Built on the first reading that needs them, then kept while the basis stays the same.
+    by_entity: dict[Entity, list[ResourceClaim]] | None = None
+    #: (resource, topic, budget) of each monitored TopicQuota.
+    monitored: list[tuple[ResourceClaim, str, Mapping[QuotaKey, float]]] = dataclasses.field(default_factory=list)
+    #: Each record's place in ``records``, by uid.
+    places: dict[str, int] | None = None
+
+    def same_basis(self, other: _Attributed) -> bool:
+        """The same resources, quotas on the brokers and reading shape: only changed series matter."""
+        return (
+            self.live is other.live
+            and self.claimers is other.claimers
+            and self.records is other.records
+            and self.shape == other.shape
+            and self.near_limit_percent == other.near_limit_percent
+        )
 
 
 def _flipped_true(
@@ -73,7 +121,7 @@ class Report(Events):
 
     def _init_report(self) -> None:
         #: What kquota last wrote to each resource's status (newer than a watch event that may not have arrived).
-        self._written: dict[str, Mapping[str, Any]] = {}
+        self._written: dict[str, StoredStatus] = {}
         #: (generation, outcome) whose status is known to be on the object: no need to render again.
         self._rendered: dict[str, tuple[int, Outcome]] = {}
         #: Set by the drift check: the next full pass compares each stored status with what kquota wrote.
@@ -85,6 +133,14 @@ class Report(Events):
         #: whose outcome and observation are both unchanged is not rendered again (at 10,000 resources,
         #: rendering every one on every metrics reading was most of the cost of standing still).
         self._observed_shown: dict[str, Observed | TopicObserved] = {}
+        #: Observations held back by observed_min_interval, with the status they were held back on:
+        #: until due, rendering such a resource again gives the same status, so it is not rendered.
+        self._observed_held: dict[str, tuple[Observed | TopicObserved, StoredStatus]] = {}
+        #: Resources the last status check did not find settled (rendered, written, held back): a
+        #: reading between drift checks looks at these and those whose observation changed only.
+        self._unsettled: set[str] = set()
+        #: What the last reading was attributed on (see _observe).
+        self._attributed: _Attributed | None = None
         self._cluster_written: Mapping[str, Any] | None = None
         # The mass-removal guard's current hold (None: nothing held) and the last id announced.
         self._hold: GuardHold | None = None
@@ -101,36 +157,114 @@ class Report(Events):
         self,
         cfg: ClusterConfig,
         reading: MetricsReading | None,
-        claimers: Iterable[ResourceClaim],
-        records: Iterable[ResourceClaim],
-        live: Mapping[Any, Mapping[Any, float]],
-    ) -> None:
-        """Attribute a full pass's metrics reading to resources (no reading: the last observations stay)."""
+        claimers: Sequence[ResourceClaim],
+        records: Sequence[ResourceClaim],
+        live: Mapping[Entity, Mapping[QuotaKey, float]],
+    ) -> set[str] | None:
+        """Attribute a metrics reading to resources (no reading: the last observations stay).
+
+        Returns the uids whose observation may have changed, or None for all of them: a reading
+        on the same resources and brokers' quotas as the last one (a reading between drift
+        checks) observes again only the entities whose series changed, since a resource's
+        observation depends on nothing else (its NearLimit hysteresis is a fixed point).
+        """
         if cfg.metrics is None:
             self._observed.clear()
-            return
+            self._attributed = None
+            return None
         if reading is None:
-            return
+            return set()
         m = cfg.metrics
         attribution = attribute(reading, live)
+        groups = {
+            owned: tuple((a.series.broker, a.series.bucket, a.sample) for a in attributed)
+            for owned, attributed in attribution.by_owner.items()
+        }
+        shape = (reading.source, reading.window, reading.available, reading.unreachable, reading.error)
+        last = self._attributed
+        self._attributed = _Attributed(shape, m.near_limit_percent, live, claimers, records, groups)
+        if last is not None and last.same_basis(self._attributed):
+            self._attributed.by_entity = last.by_entity
+            self._attributed.monitored = last.monitored
+            self._attributed.places = last.places
+            moved = {
+                owned for owned in groups.keys() | last.groups.keys() if groups.get(owned) != last.groups.get(owned)
+            }
+            return self._observe_some(m, attribution, reading, {entity for entity, _ in moved})
         seen = set()
         for rec in claimers:
             uid = rec.ref.uid
-            if rec.ref.kind in ("ClientQuota", "ControllerMutationQuota") and len(rec.entries) == 1:
-                entity, values = rec.entries[0]
-                prev = self._written.get(uid) or rec.status
-                obs = observe(attribution, entity, values.keys(), m.near_limit_percent, previous_near_limit(prev))
+            if _observable(rec):
+                obs = self._observe_one(m, attribution, rec)
                 if obs is not None:
                     self._observed[uid] = obs
                     seen.add(uid)
         for rec in records:
-            spec = rec.topic
-            if spec is not None and spec.topic and spec.enforcement == "Monitor":
-                topic_obs = observe_topic(reading, spec.topic, spec.budget, m.near_limit_percent)
+            watched = _monitored(rec)
+            if watched is not None:
+                topic_obs = observe_topic(reading, *watched, m.near_limit_percent)
                 self._observed[rec.ref.uid] = topic_obs
                 seen.add(rec.ref.uid)
         for uid in set(self._observed) - seen:
             del self._observed[uid]
+        return None
+
+    def _observe_one(self, m: MetricsConfig, attribution: Attribution, rec: ResourceClaim) -> Observed | None:
+        entity, values = rec.entries[0]
+        prev = self._written.get(rec.ref.uid) or rec.status
+        # Only a NearLimit that was True changes the threshold (hysteresis): decode only then.
+        was_near = previous_near_limit(prev) if prev.mentions(b'"nearLimit":true') else None
+        return observe(attribution, entity, values.keys(), m.near_limit_percent, was_near)
+
+    def _observe_some(
+        self, m: MetricsConfig, attribution: Attribution, reading: MetricsReading, entities: set[Entity]
+    ) -> set[str]:
+        """Observe again the resources of ``entities`` and every monitored TopicQuota; the uids that changed."""
+        basis = self._attributed
+        assert basis is not None
+        if basis.by_entity is None:
+            by_entity: dict[Entity, list[ResourceClaim]] = {}
+            for rec in basis.claimers:
+                if _observable(rec):
+                    by_entity.setdefault(rec.entries[0][0], []).append(rec)
+            basis.by_entity = by_entity
+            basis.monitored = [(rec, *watched) for rec in basis.records if (watched := _monitored(rec)) is not None]
+        changed = set()
+        for entity in entities:
+            for rec in basis.by_entity.get(entity, ()):
+                uid = rec.ref.uid
+                obs = self._observe_one(m, attribution, rec)
+                if obs is None:
+                    if self._observed.pop(uid, None) is not None:
+                        changed.add(uid)
+                elif obs != self._observed.get(uid):
+                    self._observed[uid] = obs
+                    changed.add(uid)
+        for rec, topic, budget in basis.monitored:
+            uid = rec.ref.uid
+            topic_obs = observe_topic(reading, topic, budget, m.near_limit_percent)
+            if topic_obs != self._observed.get(uid):
+                self._observed[uid] = topic_obs
+                changed.add(uid)
+        return changed
+
+    def _observed_records(self, records: Sequence[ResourceClaim], changed: set[str] | None) -> Sequence[ResourceClaim]:
+        """The records whose status a reading may change: ``changed`` (None: all) and those not yet settled."""
+        if changed is None:
+            return records
+        wanted = changed | self._unsettled
+        basis = self._attributed
+        if basis is None or basis.records is not records:
+            return [r for r in records if r.ref.uid in wanted]
+        if basis.places is None:
+            basis.places = {r.ref.uid: i for i, r in enumerate(records)}
+        places = basis.places
+        return [records[i] for i in sorted(places[uid] for uid in wanted if uid in places)]
+
+    def _observed_due(self, uid: str) -> bool:
+        """New numbers in ``uid``'s status.observed may be written (its last write is old enough, or unknown)."""
+        since = self._observed_written.get(uid)
+        return since is None or time.monotonic() - since >= self.settings.observed_min_interval
 
     def _with_observed(self, rec: ResourceClaim, outcome: Outcome, prev: Mapping[str, Any]) -> Outcome:
         """Add status.observed and its conditions, writing new numbers only at a bounded rate."""
@@ -194,7 +328,7 @@ class Report(Events):
             # Most resources are unchanged in most passes: skip rendering them.
             # (Observed metrics change on their own: those render when the observation does.)
             uid = rec.ref.uid
-            if self._check_stored and uid in self._written and rec.status != self._written[uid]:
+            if self._check_stored and uid in self._written and rec.status.digest != self._written[uid].digest:
                 # Changed since kquota wrote it (kubectl edit --subresource=status, a restore from
                 # backup): render it again on what is stored. One comparison per resource, no
                 # rendering: at 10,000 resources re-rendering every status was most of a drift check.
@@ -202,18 +336,28 @@ class Report(Events):
                 self._rendered.pop(uid, None)
             memo = (rec.generation, outcome)
             obs = self._observed.get(uid)
-            if self._rendered.get(uid) == memo and (obs is None or self._observed_shown.get(uid) == obs):
+            rendered = self._rendered.get(uid) == memo
+            if rendered and (obs is None or self._observed_shown.get(uid) == obs):
+                self._unsettled.discard(uid)
                 continue
+            self._unsettled.add(uid)
             # kquota is the only writer of these fields: what it wrote last is newer
             # than a watch event that may not have arrived yet.
-            prev = self._written.get(uid) or rec.status
+            stored = self._written.get(uid) or rec.status
+            held = self._observed_held.get(uid)
+            if rendered and held is not None and held[0] is obs and held[1] is stored and not self._observed_due(uid):
+                continue  # still held back, on the same status: rendering it again would change nothing
+            prev = stored.decoded()
             outcome = self._with_observed(rec, outcome, prev)
             new = render_status(prev, rec.generation, outcome, rec.display, self.name, now)
-            # Shown in full, or held back by observed_min_interval (then rendered again next time).
+            # Shown in full, or held back by observed_min_interval (then rendered again once due).
+            self._observed_held.pop(uid, None)
             if obs is not None and new.get("observed") == obs.to_status():
                 self._observed_shown[uid] = obs
             else:
                 self._observed_shown.pop(uid, None)
+                if obs is not None:
+                    self._observed_held[uid] = (obs, stored)
             if not needs_write(prev, new):
                 self._rendered[uid] = memo
                 continue
@@ -235,12 +379,16 @@ class Report(Events):
             for uid in list(self._observed_shown):
                 if uid not in live_uids:
                     del self._observed_shown[uid]
+            for uid in list(self._observed_held):
+                if uid not in live_uids:
+                    del self._observed_held[uid]
+            self._unsettled &= live_uids
         if not writes:
             return 0
 
         async def write(rec: ResourceClaim, status: dict[str, Any], patch: dict[str, Any], outcome: Outcome) -> None:
             if await self.kube.patch_status(object_ref(rec), patch):
-                self._written[rec.ref.uid] = status
+                self._written[rec.ref.uid] = StoredStatus.of(status)
                 self._rendered[rec.ref.uid] = (rec.generation, outcome)
 
         results = await gather_limited([write(r, s, p, o) for r, s, p, o in writes], self.settings.status_concurrency)
