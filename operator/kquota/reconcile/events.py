@@ -14,6 +14,7 @@ from typing import Any
 
 from kquota.domain.claims import ResourceClaim
 from kquota.domain.contest import ContestTracker
+from kquota.domain.decide import Decision
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.plan import Drift, EntityChange, ResourceRef
 from kquota.domain.status import value_text
@@ -108,6 +109,31 @@ class Events:
             if target is not None:
                 coros.append(self.kube.event(target, "Warning", "Contested", text))
         await gather_limited(coros, self.settings.status_concurrency)
+
+    async def _pass_events(
+        self,
+        live: Mapping[Entity, Mapping[QuotaKey, float]],
+        owned_before: Mapping[Entity, Mapping[QuotaKey, float]],
+        decision: Decision[ResourceClaim],
+        failed: Mapping[Entity, str],
+        fixed: list[Drift],
+        newly_contested: list[Drift],
+    ) -> set[str]:
+        """Drift, contest and change events for what one pass did; the uids that got an Applied event."""
+        holders, records = decision.claims.holders, decision.records
+        if fixed:
+            metrics.DRIFT.labels(self.name).inc(len(fixed))
+            await self._drift_events(fixed, holders, records)
+            await self._contest_events(newly_contested, holders, records)
+        done = [c for c in decision.sendable if c.entity not in failed]
+        # Keys forgotten without a removal sent: the brokers no longer had them (an earlier pass's
+        # removal whose answer or events were lost, or another writer), so nothing else names them.
+        off_brokers = {
+            e: {k for k in keys if k not in live.get(e, {})}
+            for e, keys in decision.forget.items()
+            if e not in failed and e not in decision.held_back
+        }
+        return await self._change_events(done, live, owned_before, holders, records, fixed, off_brokers)
 
     async def _change_events(
         self,

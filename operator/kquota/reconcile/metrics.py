@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from prometheus_client import Counter, Gauge, Histogram
 
 RECONCILE_SECONDS = Histogram(
@@ -55,3 +57,21 @@ CONTESTED = Counter(
     "Owned keys another writer changed back so often that kquota stopped restoring them for a while.",
     ["cluster"],
 )
+
+
+class PhaseClock:
+    """Times a pass's phases into ``kquota_reconcile_phase_seconds`` once the pass's scope is known."""
+
+    def __init__(self, cluster: str) -> None:
+        self.cluster = cluster
+        self.started = self._last = time.monotonic()
+        self._phases: list[tuple[str, float]] = []
+
+    def done(self, phase: str, full: bool | None = None) -> None:
+        now = time.monotonic()
+        self._phases.append((phase, now - self._last))
+        self._last = now
+        if full is not None:
+            scope = "full" if full else "narrow"
+            for name, seconds in self._phases:
+                PHASE_SECONDS.labels(self.cluster, scope, name).observe(seconds)

@@ -64,24 +64,6 @@ class FullPassYielded(Exception):
     """A full pass stopped before it changed anything, so the changes waiting behind it go first."""
 
 
-class _PhaseClock:
-    """Times a pass's phases into ``kquota_reconcile_phase_seconds`` once the pass's scope is known."""
-
-    def __init__(self, cluster: str) -> None:
-        self.cluster = cluster
-        self.started = self._last = time.monotonic()
-        self._phases: list[tuple[str, float]] = []
-
-    def done(self, phase: str, full: bool | None = None) -> None:
-        now = time.monotonic()
-        self._phases.append((phase, now - self._last))
-        self._last = now
-        if full is not None:
-            scope = "full" if full else "narrow"
-            for name, seconds in self._phases:
-                metrics.PHASE_SECONDS.labels(self.cluster, scope, name).observe(seconds)
-
-
 class Pass(Gather, Report):
     """One pass and what it remembers (part of :class:`~kquota.reconcile.engine.ClusterReconciler`)."""
 
@@ -116,7 +98,7 @@ class Pass(Gather, Report):
 
     async def reconcile_once(self, scope: frozenset[str] | None = None) -> PassReport:
         """One pass: over everything (``scope`` None) or narrowed to the resources with these uids."""
-        clock = _PhaseClock(self.name)
+        clock = metrics.PhaseClock(self.name)
         # Whatever this pass changes, the last one's outcomes are no basis for a metrics reading any more.
         self._observe_basis = None
         inp = await self.gather(scope)
@@ -162,7 +144,7 @@ class Pass(Gather, Report):
         newly_contested = [d for d in fixed if self._contest.restored((d.entity, d.key), now)]
         # The events go before anything else is read: a read that fails below (a broker killed
         # mid-pass) must not lose the announcement of a removal the brokers already made.
-        announced = await self._events(inp, decision, acted, fixed, newly_contested)
+        announced = await self._pass_events(inp.live, inp.ledger, decision, acted.failed, fixed, newly_contested)
         if inp.full:
             await self._repair_ledger(acted.ledger)
         seen = await self.observe(inp, decision.claimers)
@@ -276,30 +258,6 @@ class Pass(Gather, Report):
             contested=self._contest.active(time.monotonic()),
             contest_rule=ContestRule(self._contest.restores, self._contest.window),
         )
-
-    async def _events(
-        self,
-        inp: PassInput,
-        decision: Decision[ResourceClaim],
-        acted: Acted,
-        fixed: list[Drift],
-        newly_contested: list[Drift],
-    ) -> set[str]:
-        """Drift, contest and change events for what this pass did; the uids that got an Applied event."""
-        holders, records = decision.claims.holders, decision.records
-        if fixed:
-            metrics.DRIFT.labels(self.name).inc(len(fixed))
-            await self._drift_events(fixed, holders, records)
-            await self._contest_events(newly_contested, holders, records)
-        done = [c for c in decision.sendable if c.entity not in acted.failed]
-        # Keys forgotten without a removal sent: the brokers no longer had them (an earlier pass's
-        # removal whose answer or events were lost, or another writer), so nothing else names them.
-        off_brokers = {
-            e: {k for k in keys if k not in inp.live.get(e, {})}
-            for e, keys in decision.forget.items()
-            if e not in acted.failed and e not in decision.held_back
-        }
-        return await self._change_events(done, inp.live, inp.ledger, holders, records, fixed, off_brokers)
 
     async def _report(
         self,
