@@ -20,6 +20,7 @@ from kquota.domain.entities import Entity
 from kquota.domain.observed import MetricsReading, Point, QuotaResource, QuotaSeries
 from kquota.domain.status import Reason
 from kquota.reconcile import engine as engine_module
+from kquota.reconcile import observing as observing_module
 from kquota.reconcile import report as report_module
 from kquota.reconcile.engine import ClusterReconciler
 from kquota.reconcile.records import MetricsConfig
@@ -197,7 +198,7 @@ def test_a_metrics_reading_observes_and_renders_only_what_changed_and_a_held_bac
     """Standing still costs what changes: 10,000 resources must not be observed and rendered every 5 s."""
     observed: list[str] = []
     rendered: list[str] = []
-    observe, render = report_module.observe, report_module.render_status
+    observe, render = observing_module.observe, report_module.render_status
 
     def counting_observe(attribution: Any, entity: Entity, *args: Any, **kwargs: Any) -> Any:
         observed.append(entity.user or "")
@@ -207,7 +208,7 @@ def test_a_metrics_reading_observes_and_renders_only_what_changed_and_a_held_bac
         rendered.append(entity)
         return render(prev, generation, outcome, entity, *args)
 
-    monkeypatch.setattr(report_module, "observe", counting_observe)
+    monkeypatch.setattr(observing_module, "observe", counting_observe)
     monkeypatch.setattr(report_module, "render_status", counting_render)
 
     async def run() -> None:
