@@ -25,6 +25,7 @@ from kquota.cli.sources import manifest_claim
 from kquota.cli.target import Target
 from kquota.domain.claims import ResourceClaim, claim_from_body
 from kquota.domain.decide import DecideInput, Decision, Settle, decide
+from kquota.domain.gating import conflict_message
 from kquota.domain.guard import GuardLimits
 from kquota.domain.outcomes import ContestRule, OutcomeFacts, pass_outcomes
 from kquota.domain.plan import Protection, UnmanagedPolicy
@@ -207,14 +208,19 @@ def test_plan_and_operator_gate_alike(case: Case, source: str) -> None:
     for rec in decision.claimers:
         if rec.ref.uid not in case.gated:
             assert outcomes[rec.ref.uid].reason is Reason.PENDING, "claims, and waits only for the brokers"
-    # The plan says it in the operator's words (a conflict's note is per key, naming the winner).
+    # The plan says it in the operator's words (a conflict's note is per key).
     notes = plan_notes(cli_records, case)
     for uid, outcome in selection.outcomes.items():
         ref = next(r.ref for r in records if r.ref.uid == uid)
         said = [n for n in notes if n.startswith(f"{ref}: ")]
         if outcome.reason is Reason.CONFLICT:
-            winner = selection.claims.conflicts[ref][0].winner
-            assert any(f"is set by {winner} (the older resource wins)" in n for n in said), (uid, notes)
+            # One note per key lost, each in the status's words for that key.
+            lost = selection.claims.conflicts[ref]
+            for info in lost:
+                words = conflict_message(info.key.value, info.entity, info.winner)
+                assert any(words in n for n in said), (uid, words, notes)
+            if len(lost) == 1:
+                assert any(outcome.message in n for n in said), (uid, notes)
         else:
             assert any(outcome.message in n for n in said), (uid, notes)
 

@@ -217,7 +217,9 @@ def test_the_older_resource_wins_a_key_and_the_loser_is_noted() -> None:
         (P, 1, "older"),
         (C, 3, "newer"),
     }
-    assert any("ClientQuota team-a/newer: producer_byte_rate on users/alice is set by" in n for n in report.notes)
+    assert any(
+        "ClientQuota team-a/newer: producer_byte_rate on users/alice is already set by" in n for n in report.notes
+    )
 
 
 @pytest.mark.parametrize(
@@ -272,7 +274,9 @@ def test_fail_on_conflict(
     if summary is not None:
         assert doc["summary"] == summary
     assert doc["conflicts"] == (0 if "users/bob" in flags else 1)
-    assert any("ClientQuota team-a/second: producer_byte_rate on users/alice is set by" in n for n in doc["notes"])
+    assert any(
+        "ClientQuota team-a/second: producer_byte_rate on users/alice is already set by" in n for n in doc["notes"]
+    )
 
 
 @pytest.mark.parametrize(

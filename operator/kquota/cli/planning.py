@@ -20,6 +20,7 @@ from kquota.cli.claims import overlay, select
 from kquota.cli.target import Quotas, Target
 from kquota.domain.claims import ResourceClaim
 from kquota.domain.entities import Entity, QuotaKey
+from kquota.domain.gating import conflict_message
 from kquota.domain.guard import APPROVAL_ANNOTATION, GuardHold, guard, hold_message, removals
 from kquota.domain.plan import ClaimResolution, EntityChange, Plan, ResourceRef, UnmanagedPolicy, plan
 from kquota.domain.strimzi import StrimziOwnership
@@ -91,8 +92,7 @@ def conflict_notes(claims: ClaimResolution) -> list[tuple[Entity, str]]:
     for loser, infos in sorted(claims.conflicts.items(), key=lambda item: str(item[0])):
         for info in infos:
             note = (
-                f"{loser}: {info.key.value} on {info.entity.path()} is set by {info.winner} "
-                "(the older resource wins); this resource does not set it"
+                f"{loser}: {conflict_message(info.key.value, info.entity, info.winner)}; this resource does not set it"
             )
             out.append((info.entity, note))
     return out

@@ -118,12 +118,12 @@ def conflict_outcome(ref: ResourceRef, claims: ClaimResolution, applied: Mapping
         return None
     first = conflicts[0]
     keys = ", ".join(sorted({c.key.value for c in conflicts}))
-    return Outcome(
-        Reason.CONFLICT,
-        f"{keys} on {first.entity.path()} is already set by {first.winner} (the older resource wins)",
-        dict(applied),
-        False,
-    )
+    return Outcome(Reason.CONFLICT, conflict_message(keys, first.entity, first.winner), dict(applied), False)
+
+
+def conflict_message(keys: str, entity: Entity, winner: ResourceRef) -> str:
+    """The words for keys a resource loses to an older one: its status says them, and each `kquota plan` note."""
+    return f"{keys} on {entity.path()} is already set by {winner} (the older resource wins)"
 
 
 def claimers_outcomes(gated: Gated[Any]) -> dict[str, Outcome]:
@@ -136,4 +136,4 @@ def claimers_outcomes(gated: Gated[Any]) -> dict[str, Outcome]:
     return out
 
 
-__all__ = ["Claimant", "Gated", "claimers_outcomes", "conflict_outcome", "gate", "gate_claims"]
+__all__ = ["Claimant", "Gated", "claimers_outcomes", "conflict_message", "conflict_outcome", "gate", "gate_claims"]
