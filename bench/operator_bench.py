@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import dataclasses
 import json
 import os
 import platform
@@ -416,15 +417,27 @@ def _changes_meeting_full_pass(
 _OBSERVED_SETTLE = float(OperatorSettings.model_fields["observed_min_interval"].default) + 10.0
 
 
+def _metric(operator: OperatorProcess, name: str, patience: float = 120.0) -> float:
+    """``operator.metric(name)``, waiting out an operator too busy to answer in 5 s (a start-up at 50,000)."""
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            return operator.metric(name)
+        except (TimeoutError, OSError):
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(1.0)
+
+
 def _settled(operator: OperatorProcess, quiet: float = 5.0, timeout: float = 600) -> None:
     """Wait until the operator has made a pass and then wrote no status for ``quiet`` seconds."""
     deadline = time.monotonic() + timeout
-    while operator.metric("kquota_reconcile_passes_total") < 1 and time.monotonic() < deadline:
+    while _metric(operator, "kquota_reconcile_passes_total") < 1 and time.monotonic() < deadline:
         time.sleep(0.5)
-    last, since = operator.metric("kquota_status_writes_total"), time.monotonic()
+    last, since = _metric(operator, "kquota_status_writes_total"), time.monotonic()
     while time.monotonic() - since < quiet and time.monotonic() < deadline:
         time.sleep(0.5)
-        now = operator.metric("kquota_status_writes_total")
+        now = _metric(operator, "kquota_status_writes_total")
         if now != last:
             last, since = now, time.monotonic()
 
@@ -500,8 +513,8 @@ def run_size(
         res.throughput_per_second = n / (res.create_seconds + res.broker_seconds_after_last_create)
         res.rss_mib, res.rss_peak_mib, cpu1 = _proc_stats(pid)
         res.cpu_seconds = cpu1 - cpu0
-        res.status_writes = operator.metric("kquota_status_writes_total")
-        res.passes = operator.metric("kquota_reconcile_passes_total")
+        res.status_writes = _metric(operator, "kquota_status_writes_total")
+        res.passes = _metric(operator, "kquota_reconcile_passes_total")
 
         latencies = []
         phases = _phases(operator)
@@ -530,7 +543,7 @@ def run_size(
             while admin.describe_entity(entity).get(P) != want:
                 time.sleep(0.02)
             res.drift_seconds.append(round(time.monotonic() - t0, 3))
-        res.narrow_passes = operator.metric("kquota_reconcile_narrow_passes_total")
+        res.narrow_passes = _metric(operator, "kquota_reconcile_narrow_passes_total")
 
         # 6. Standing still: drift passes only, then with the brokers' metrics read too.
         if idle_seconds > 0:
@@ -593,6 +606,10 @@ def run_size(
         res.operator_only_per_second = n / res.operator_only_seconds
         res.operator_only_vs_limit = res.operator_only_seconds / res.physical_limit_seconds
         return res
+    except BaseException:
+        # What was measured before the failure is worth keeping (a 50,000 run takes most of an hour).
+        print(f"N={n} failed part-way; figures so far: {json.dumps(dataclasses.asdict(res), default=str)}", flush=True)
+        raise
     finally:
         admin.close()
         if operator is not None:
