@@ -324,7 +324,7 @@ def test_wrong_password_is_an_auth_error_that_never_shows_the_password(
     # KafkaUnavailable whose message names the likely cause. A fresh attempt
     # sees the refusal, which is what the operator's retry does too.
     failures: list[KafkaUnavailable] = []
-    for _ in range(3):
+    for _ in range(8):
         quota_admin = QuotaAdmin(settings)
         with pytest.raises(KafkaUnavailable) as caught:
             quota_admin.describe_all()
