@@ -74,8 +74,8 @@ def _banner(text: str) -> None:
 
 
 def _ready_count(kube: kube_apiserver.KubeAPIServer) -> tuple[int, int]:
-    """(Ready, all) ClientQuotas; the operator sets Ready only once the broker has the quota."""
-    doc = json.loads(kube.kubectl("get", "clientquotas", "-A", "-o", "json").stdout)
+    """(Ready, all) resources of every kquota kind; the operator sets Ready only once the broker has them."""
+    doc = json.loads(kube.kubectl("get", "kquota", "-A", "-o", "json").stdout)
     items = doc.get("items", [])
     ready = sum(
         1
@@ -132,15 +132,16 @@ def run(keep_running: bool = True, on_node: bool = False) -> int:
 
 
 def _show(kube: kube_apiserver.KubeAPIServer, kafka: kafka_cluster.KafkaCluster, log: Callable[[], str]) -> None:
-    """Wait until every example ClientQuota is Ready, then show what kquota and Kafka say."""
+    """Wait until every example resource (every kind) is Ready, then show what kquota and Kafka say."""
     start = time.monotonic()
 
     def all_ready() -> bool:
         ready, total = _ready_count(kube)
         return total > 0 and ready == total
 
-    wait_for(all_ready, 120, "every ClientQuota Ready", on_timeout=log)
-    print(f"all ClientQuotas Ready after {time.monotonic() - start:.1f}s")
+    wait_for(all_ready, 120, "every example resource Ready", on_timeout=log)
+    ready, _ = _ready_count(kube)
+    print(f"all {ready} example resources Ready after {time.monotonic() - start:.1f}s")
     _banner("kubectl get kquota -A")
     print(kube.kubectl("get", "kquota", "-A").stdout)
     for kind, name in (("clientquota", "alice"), ("topicquota", "payments")):
