@@ -36,8 +36,10 @@ operator then does, and why it is safe:
   meaning is left under ``formatVersion`` 1), with a ``StatusFormat`` condition
   (reason ``StatusFromNewerOperator``) and a Warning event of the same reason
   saying "status written by a newer kquota (format N); rewritten in format M".
-  A newer and an older operator both running would rewrite each other's status
-  on every change: that is not hidden, each rewrite by the older one is an event.
+  The condition stays until the status is next rendered from a status this
+  code reads (the outcome changes), the event stays as events do. A newer and
+  an older operator both running would rewrite each other's status on every
+  change: that is not hidden, each rewrite by the older one is an event.
 * Timestamps of unknown meaning are not kept: ``lastAppliedTime`` and the
   conditions' ``lastTransitionTime`` start again at the rewrite.
 
