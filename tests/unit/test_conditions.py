@@ -162,7 +162,7 @@ def test_a_rendered_status_keeps_transition_times_through_set_condition() -> Non
 
 def test_typed_outcome_fields_are_written_only_when_set() -> None:
     plain = render_status(None, 1, Outcome(Reason.APPLIED, "ok", fully_applied=True), "users/a", "c", T0)
-    assert set(plain) == {"observedGeneration", "entity", "conditions", "applied"}
+    assert set(plain) == {"formatVersion", "observedGeneration", "entity", "conditions", "applied"}
     topic = Outcome(
         Reason.APPLIED,
         "ok",

@@ -19,11 +19,14 @@ from kquota.api.fields import EntityName, IpEntityName
 from kquota.api.manifest import KINDS
 from kquota.api.status import KafkaClusterStatus, QuotaStatus
 from kquota.domain.status import CLUSTER_ONLY, Reason
+from kquota.domain.status_format import STATUS_FROM_NEWER_OPERATOR
 from kquota.reconcile.settings import OperatorSettings
 from tests.support.paths import REPO
 
 #: The KafkaCluster's Ready reason when connected (render_cluster_status), besides Reason.
 CLUSTER_REASONS = {"Connected"}
+#: The reason of the StatusFormat condition (not a Ready reason): a newer kquota's status rewritten.
+CONDITION_REASONS = {STATUS_FROM_NEWER_OPERATOR}
 
 
 def _descriptions(node: Any) -> Iterator[str]:
@@ -51,7 +54,7 @@ def test_descriptions_name_reasons_settings_and_helm_values() -> None:
 
 @pytest.mark.parametrize("reason", _named(r"reason ([A-Z]\w+)"))
 def test_every_reason_named_is_one_the_operator_writes(reason: str) -> None:
-    assert reason in {r.value for r in Reason} | CLUSTER_REASONS
+    assert reason in {r.value for r in Reason} | CLUSTER_REASONS | CONDITION_REASONS
 
 
 @pytest.mark.parametrize("path", _named(r"Helm value ([\w.]+\w)"))

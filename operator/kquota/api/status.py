@@ -32,7 +32,8 @@ class Condition(StatusModel):
         min_length=1,
         max_length=316,
         description="Condition type in CamelCase: Ready (the summary), Applied, Reconciling, Stalled, and "
-        "per kind Throttled, NearLimit, OverBudget, Enforced, BurstSufficient.",
+        "per kind Throttled, NearLimit, OverBudget, Enforced, BurstSufficient; StatusFormat (reason "
+        "StatusFromNewerOperator) when the operator rewrote a status a newer kquota had written.",
     )
     status: ConditionStatus = Field(description="True, False or Unknown.")
     reason: str = Field(
@@ -104,9 +105,20 @@ _CONDITIONS_EXTRA: Final[dict[str, Any]] = {
 }
 
 
+_FORMAT_VERSION_DOC: Final = (
+    "The format of this status, an integer kquota sets on every status it writes (1: the format of kquota "
+    "0.1.0, which wrote no formatVersion; a status without it is format 1). An operator reads the formats up "
+    "to its own and brings an older one up to date; a status of a newer format (written by a newer kquota, "
+    "e.g. before a downgrade) is never guessed at: nothing is taken from it (applied values, times), it is "
+    "rewritten in the operator's own format with a StatusFormat condition and a Warning event, reason "
+    "StatusFromNewerOperator. Ownership does not depend on it: that is the ownership ledger's."
+)
+
+
 class QuotaStatus(StatusModel):
     """Status shared by ClientQuota, TopicQuota and ControllerMutationQuota."""
 
+    format_version: int | None = Field(None, ge=1, description=_FORMAT_VERSION_DOC)
     observed_generation: int | None = Field(
         None, ge=0, description="The metadata.generation the operator last acted on."
     )
@@ -172,6 +184,7 @@ class ControllerQuotaWindow(StatusModel):
 class KafkaClusterStatus(StatusModel):
     """Status of a KafkaCluster: connectivity and what the brokers support."""
 
+    format_version: int | None = Field(None, ge=1, description=_FORMAT_VERSION_DOC)
     observed_generation: int | None = Field(
         None, ge=0, description="The metadata.generation the operator last acted on."
     )

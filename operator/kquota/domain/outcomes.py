@@ -26,6 +26,7 @@ from kquota.domain.gating import Claimant, conflict_outcome
 from kquota.domain.mutation import ControllerWindow, with_burst
 from kquota.domain.plan import ClaimResolution, Drift, EntityChange, ResourceRef
 from kquota.domain.status import Outcome, Reason, value_text
+from kquota.domain.status_format import read_status
 from kquota.domain.topics import with_enforcement
 
 Entries = Sequence[tuple[Entity, Mapping[QuotaKey, float]]]
@@ -198,8 +199,13 @@ def pass_outcomes(decision: Decision[R], facts: OutcomeFacts) -> dict[str, Outco
 
 
 def unavailable(records: Iterable[Claimant], reason: Reason, message: str) -> dict[str, Outcome]:
-    """Every resource's outcome when the pass could not run: the reason, and what it last had applied."""
-    return {
-        rec.ref.uid: Outcome(reason, message, dict((rec.status.get("applied") or {}).get("values") or {}), False)
-        for rec in records
-    }
+    """Every resource's outcome when the pass could not run: the reason, and what it last had applied.
+
+    What it last had applied is read from its status (:func:`read_status`): none
+    from a status in a format this code does not know, and the message says so.
+    """
+    out = {}
+    for rec in records:
+        read = read_status(rec.status)
+        out[rec.ref.uid] = Outcome(reason, message + read.unknown_applied(), read.applied_values, False)
+    return out

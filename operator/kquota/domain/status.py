@@ -23,6 +23,14 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from kquota.api.status import ConditionStatus
+from kquota.domain.status_format import (
+    FORMAT_VERSION,
+    STATUS_FORMAT_CONDITION,
+    STATUS_FROM_NEWER_OPERATOR,
+    UNVERSIONED,
+    read_cluster_status,
+    read_status,
+)
 
 
 class Reason(enum.StrEnum):
@@ -180,19 +188,28 @@ def outcome_conditions(outcome: Outcome) -> tuple[Condition, ...]:
 def render_status(
     prev_status: Mapping[str, Any] | None, generation: int, outcome: Outcome, entity: str, cluster: str, now: str
 ) -> dict[str, Any]:
-    """The full status to write (the kind's fields only when the outcome has them)."""
-    prev_status = prev_status or {}
-    prev = conditions_by_type(prev_status)
+    """The full status to write (the kind's fields only when the outcome has them), in FORMAT_VERSION.
+
+    ``prev_status`` is the stored status as read from the API server: it is read
+    through :func:`~kquota.domain.status_format.read_status`, so a status of a
+    format this code does not know counts as none, and the new one says so in a
+    ``StatusFormat`` condition.
+    """
+    read = read_status(prev_status)
+    prev = conditions_by_type(read.current)
     applied_values = {k: outcome.applied[k] for k in sorted(outcome.applied)}
-    prev_applied = prev_status.get("applied") or {}
-    if prev_applied.get("values") == applied_values and prev_applied.get("cluster") == cluster:
-        last_applied = prev_applied.get("lastAppliedTime", now)
+    if read.applied_values == applied_values and read.applied_cluster == cluster:
+        last_applied = read.last_applied_time or now
     else:
         last_applied = now
+    conditions = outcome_conditions(outcome)
+    if read.unreadable:
+        conditions = (*conditions, Condition(STATUS_FORMAT_CONDITION, "True", STATUS_FROM_NEWER_OPERATOR, read.note()))
     status: dict[str, Any] = {
+        "formatVersion": FORMAT_VERSION,
         "observedGeneration": generation,
         "entity": entity,
-        "conditions": [set_condition(prev, c, generation, now) for c in outcome_conditions(outcome)],
+        "conditions": [set_condition(prev, c, generation, now) for c in conditions],
         "applied": {"cluster": cluster, "values": applied_values, "lastAppliedTime": last_applied},
     }
     if outcome.allowance is not None:
@@ -215,9 +232,15 @@ def value_text(value: float) -> str:
 
 
 def needs_write(prev_status: Mapping[str, Any] | None, new_status: Mapping[str, Any]) -> bool:
-    """True when writing ``new_status`` would change what the API server holds."""
+    """True when writing ``new_status`` would change what the API server holds.
+
+    A stored status without ``formatVersion`` is in format 1 (kquota 0.1.0 wrote
+    none), so stamping it is no change on its own: an API server whose CRDs are
+    still 0.1.0's prunes the field, and comparing it as missing would write every
+    status again on every drift check.
+    """
     prev_status = prev_status or {}
-    return any(prev_status.get(k) != v for k, v in new_status.items())
+    return any(prev_status.get(k, UNVERSIONED if k == "formatVersion" else None) != v for k, v in new_status.items())
 
 
 def merge_patch(prev_status: Mapping[str, Any] | None, new_status: Mapping[str, Any]) -> dict[str, Any]:
@@ -226,9 +249,16 @@ def merge_patch(prev_status: Mapping[str, Any] | None, new_status: Mapping[str, 
     A merge patch keeps every key it does not mention, so a key that left a
     nested map (a quota removed from ``applied.values``, a key gone from
     ``observed``) must be sent as null or it stays forever. Top-level fields
-    absent from ``new_status`` are left alone: they belong to other writers.
+    absent from ``new_status`` are left alone: they belong to other writers;
+    except when ``prev_status`` is in a format this code does not know (written
+    by a newer kquota): then every field of it not in ``new_status`` is removed,
+    so nothing of unknown meaning stays under this code's ``formatVersion``.
     """
-    return _nulls_for_removed(prev_status or {}, new_status)
+    prev_status = prev_status or {}
+    patch = _nulls_for_removed(prev_status, new_status)
+    if read_status(prev_status).unreadable:
+        patch.update({k: None for k in prev_status if k not in new_status})
+    return patch
 
 
 def _nulls_for_removed(prev: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
@@ -266,7 +296,8 @@ def render_cluster_status(
     condition's message (what Strimzi manages, how to hand users over) for a
     KafkaCluster that connects through a Strimzi Kafka.
     """
-    prev_status = prev_status or {}
+    read = read_cluster_status(prev_status)
+    prev_status = read.current
     prev = conditions_by_type(prev_status)
     ok = reason is Reason.APPLIED
     decided: list[Condition]
@@ -288,7 +319,11 @@ def render_cluster_status(
         conds.append(dict(prev["QuotaCallback"]))
     if strimzi is not None:
         conds.append(set_condition(prev, Condition("StrimziUsers", "True", "Managed", strimzi), generation, now))
+    if read.unreadable:
+        note = Condition(STATUS_FORMAT_CONDITION, "True", STATUS_FROM_NEWER_OPERATOR, read.note())
+        conds.append(set_condition(prev, note, generation, now))
     return {
+        "formatVersion": FORMAT_VERSION,
         "observedGeneration": generation,
         "conditions": conds,
         "brokers": brokers if brokers is not None else prev_status.get("brokers"),

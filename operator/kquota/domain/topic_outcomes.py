@@ -17,6 +17,7 @@ from kquota.domain.desired import split_budget
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.plan import ResourceRef
 from kquota.domain.status import Condition, Outcome, Reason
+from kquota.domain.status_format import read_status
 from kquota.domain.topics import ENFORCED, TopicLayout, allowance
 
 Entries = tuple[tuple[Entity, Mapping[QuotaKey, float]], ...]
@@ -74,8 +75,13 @@ def topic_outcomes(
             allowances[uid] = share
         missing = f"topic {topic!r} does not exist (yet)"
         if topic is not None and topic in facts.refused:
-            kept = dict((rec.status.get("applied") or {}).get("values") or {})
-            outcomes[uid] = Outcome(Reason.NOT_AUTHORIZED, facts.refused[topic], kept, allowance=share)
+            read = read_status(rec.status)
+            outcomes[uid] = Outcome(
+                Reason.NOT_AUTHORIZED,
+                facts.refused[topic] + read.unknown_applied(),
+                read.applied_values,
+                allowance=share,
+            )
         elif mode == "ClientQuotas":
             if layout is None:
                 outcomes[uid] = Outcome(

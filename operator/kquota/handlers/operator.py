@@ -49,6 +49,7 @@ from kquota.api.manifest import QUOTA_KINDS
 from kquota.api.resource import GROUP, VERSION
 from kquota.domain.claims import ResourceClaim, claim_from_body
 from kquota.domain.guard import APPROVAL_ANNOTATION
+from kquota.domain.status_format import read_status
 from kquota.domain.stored_status import StoredStatus
 from kquota.k8s import published
 from kquota.k8s.api import Kube, connect
@@ -311,7 +312,8 @@ async def kafkacluster_generation(name: str, body: kopf.Body, memo: kopf.Memo, *
         engine.cluster_seen((generation, (meta.get("annotations") or {}).get(APPROVAL_ANNOTATION)))
     st.cluster_facts[name] = (
         str(meta.get("creationTimestamp") or ""),
-        (body.get("status") or {}).get("clusterId"),
+        # Through the status reader: a clusterId in a format a newer kquota wrote is not known.
+        read_status(body.get("status")).current.get("clusterId"),
     )
     if st.orphans is not None:
         st.orphans.cluster_seen(name)

@@ -29,6 +29,7 @@ from kquota.domain.observed import (
     previous_near_limit,
 )
 from kquota.domain.status import Condition, Outcome, conditions_by_type
+from kquota.domain.status_format import read_status
 from kquota.domain.stored_status import StoredStatus
 from kquota.reconcile.records import ClusterConfig, MetricsConfig
 from kquota.reconcile.settings import OperatorSettings
@@ -162,7 +163,7 @@ class Observing:
         entity, values = rec.entries[0]
         prev = self._written.get(rec.ref.uid) or rec.status
         # Only a NearLimit that was True changes the threshold (hysteresis): decode only then.
-        was_near = previous_near_limit(prev) if prev.mentions(b'"nearLimit":true') else None
+        was_near = previous_near_limit(read_status(prev).current) if prev.mentions(b'"nearLimit":true') else None
         return observe(attribution, entity, values.keys(), m.near_limit_percent, was_near)
 
     def _observe_some(

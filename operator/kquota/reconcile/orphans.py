@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping, MutableMapping, Set
 
 from kquota.domain.claims import ResourceClaim
 from kquota.domain.status import Outcome, Reason, merge_patch, needs_write, render_status
+from kquota.domain.status_format import STATUS_FROM_NEWER_OPERATOR, read_status
 from kquota.reconcile.ports import StatusWriter
 from kquota.reconcile.records import object_ref
 from kquota.reconcile.settings import OperatorSettings
@@ -50,11 +51,11 @@ def orphan_outcome(rec: ResourceClaim, default_cluster: str) -> Outcome:
         else f"KafkaCluster {rec.cluster!r}"
     )
     message = f"{which} does not exist: nothing is applied until it is created or spec.clusterRef names another"
-    stored = rec.status.get("applied") or {}
-    applied = stored.get("values") or {}
-    if applied and stored.get("cluster") == rec.cluster:
+    read = read_status(rec.status)
+    applied = read.applied_values
+    if applied and read.applied_cluster == rec.cluster:
         message += "; quotas it applied before stay on the brokers as they are"
-    return Outcome(Reason.CLUSTER_NOT_FOUND, message, dict(applied), False)
+    return Outcome(Reason.CLUSTER_NOT_FOUND, message + read.unknown_applied(), applied, False)
 
 
 class RecordStore(UserDict[str, ResourceClaim]):
@@ -177,4 +178,7 @@ class OrphanReporter:
             return 0
         log.warning("%s %s/%s: %s", rec.ref.kind, rec.ref.namespace, rec.ref.name, outcome.message)
         await self.kube.event(object_ref(rec), "Warning", Reason.CLUSTER_NOT_FOUND.value, outcome.message)
+        read = read_status(prev)
+        if read.unreadable:
+            await self.kube.event(object_ref(rec), "Warning", STATUS_FROM_NEWER_OPERATOR, read.note())
         return 1

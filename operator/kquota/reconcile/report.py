@@ -26,6 +26,7 @@ from kquota.domain.status import (
     render_status,
     value_text,
 )
+from kquota.domain.status_format import STATUS_FROM_NEWER_OPERATOR, read_status
 from kquota.domain.stored_status import StoredStatus
 from kquota.k8s.api import gather_limited
 from kquota.reconcile import metrics
@@ -89,6 +90,8 @@ class Report(Observing, Events):
         writes = []
         events = []
         flips: list[tuple[ResourceClaim, Mapping[str, Any]]] = []
+        #: Statuses a newer kquota wrote, rewritten in this code's format: each says so in an event.
+        rewritten: list[tuple[ResourceClaim, str]] = []
         live_uids = set()
         for rec in records:
             live_uids.add(rec.ref.uid)
@@ -117,8 +120,11 @@ class Report(Observing, Events):
             held = self._observed_held.get(uid)
             if rendered and held is not None and held[0] is obs and held[1] is stored and not self._observed_due(uid):
                 continue  # still held back, on the same status: rendering it again would change nothing
+            # As stored (what the merge patch is computed against), and as this code reads it
+            # (empty when a newer kquota wrote it: nothing of unknown meaning is carried on).
             prev = stored.decoded()
-            outcome = self._with_observed(rec, outcome, prev)
+            read = read_status(prev)
+            outcome = self._with_observed(rec, outcome, read.current)
             new = render_status(prev, rec.generation, outcome, rec.display, self.name, now)
             # Shown in full, or held back by observed_min_interval (then rendered again once due).
             self._observed_held.pop(uid, None)
@@ -132,12 +138,14 @@ class Report(Observing, Events):
                 self._rendered[uid] = memo
                 continue
             writes.append((rec, new, merge_patch(prev, new), memo[1]))
-            old_ready = next((c for c in (prev or {}).get("conditions") or [] if c.get("type") == "Ready"), None)
+            if read.unreadable:
+                rewritten.append((rec, read.note()))
+            old_ready = next((c for c in read.current.get("conditions") or [] if c.get("type") == "Ready"), None)
             if (old_ready is None or old_ready.get("reason") != outcome.reason.value) and not (
                 outcome.reason is Reason.APPLIED and rec.ref.uid in announced
             ):
                 events.append((rec, outcome))
-            flips.extend((rec, c) for c in _flipped_true(prev, new, ("Throttled", "OverBudget")))
+            flips.extend((rec, c) for c in _flipped_true(read.current, new, ("Throttled", "OverBudget")))
         if prune:
             self._check_stored = False
             for uid in list(self._written):
@@ -171,6 +179,12 @@ class Report(Observing, Events):
         )
         await gather_limited(
             [self.kube.event(object_ref(rec), "Warning", c["type"], c["message"]) for rec, c in flips],
+            self.settings.status_concurrency,
+        )
+        for rec, note in rewritten[:3]:
+            log.warning("%s %s/%s: %s", rec.ref.kind, rec.ref.namespace, rec.ref.name, note)
+        await gather_limited(
+            [self.kube.event(object_ref(rec), "Warning", STATUS_FROM_NEWER_OPERATOR, note) for rec, note in rewritten],
             self.settings.status_concurrency,
         )
         return len(writes) - len(errors)
@@ -230,5 +244,9 @@ class Report(Observing, Events):
         try:
             if await self.kube.patch_status(ref, merge_patch(prev, new)):
                 self._cluster_written = new
+                read = read_status(prev)
+                if read.unreadable:
+                    log.warning("KafkaCluster %s: %s", self.name, read.note())
+                    await self.kube.event(ref, "Warning", STATUS_FROM_NEWER_OPERATOR, read.note())
         except Exception as exc:  # noqa: BLE001 - the cluster's own status must not stop quota work
             log.warning("cluster %s: could not write KafkaCluster status: %s", self.name, exc)
