@@ -266,6 +266,43 @@ def claims(
 # -- the report -------------------------------------------------------------------------
 
 
+def values_during(
+    objs: Iterable[dict[str, Any]],
+    ops: Iterable[Op],
+    grants: Grants | None,
+    layouts: dict[str, Layout],
+) -> dict[tuple[Entity, str], set[float]]:
+    """(entity, key) -> every value a step may rightly have put on the broker while it ran.
+
+    The values its operations apply, and the winning claim after each operation in turn, from
+    ``objs`` (the resources as the step began): the operator may act between two operations of a
+    step, and a key that ends the step kept (only a refused resource names it) keeps whatever it
+    held then. Seed 2, step 93: the older claim deleted, then the younger one's edit dropped the
+    key; in between, the younger claim rightly won with its old value, which the key then kept.
+    A resource created in the step ranks after every older one, in the order of the operations.
+    """
+    out: dict[tuple[Entity, str], set[float]] = {}
+    state = {ident_of(o): o for o in objs if not o["metadata"].get("deletionTimestamp")}
+    for n, op in enumerate(ops):
+        manifest = op.resource.manifest()
+        ident = ident_of(manifest)
+        if op.action == "apply":
+            if op.resource.kind != TOPIC_QUOTA:
+                for key, value in values_of(manifest).items():
+                    out.setdefault((entity_of(manifest), key), set()).add(value)
+            old = state.get(ident)
+            # "~" sorts after every RFC 3339 time: a resource created in the step is the youngest.
+            created = old["metadata"]["creationTimestamp"] if old is not None else f"~{n:04d}"
+            manifest["metadata"]["creationTimestamp"] = created
+            state[ident] = manifest
+        else:
+            state.pop(ident, None)
+        for entity, values in claims(state.values(), grants, layouts).desired.items():
+            for key, value in values.items():
+                out.setdefault((entity, key), set()).add(value)
+    return out
+
+
 @dataclass
 class Violation:
     step: int
@@ -534,8 +571,8 @@ class Soak:
     _layouts: dict[str, Layout] = field(default_factory=dict)
     #: topic -> partition -> replicas (preferred leader first), as created and then reassigned.
     _assignment: dict[str, dict[int, list[int]]] = field(default_factory=dict)
-    #: (entity, key) -> the values this step's operations set: a kept key may hold one of them
-    #: (the operator may have applied it before the resource was refused).
+    #: (entity, key) -> the values this step may have set (:func:`values_during`): a kept key may
+    #: hold one of them (the operator may have applied it before the resource was refused).
     _step_values: dict[tuple[Entity, str], set[float]] = field(default_factory=dict)
 
     # -- reading -------------------------------------------------------------------------
@@ -1156,12 +1193,9 @@ class Soak:
 
     def play(self, step: Step, watch: ReadyWatch) -> StepResult:
         self._grants_at_step = self.grants
-        self._step_values = {}
-        for op in step.ops():
-            if op.action == "apply" and op.resource.kind != TOPIC_QUOTA:
-                manifest = op.resource.manifest()
-                for key, value in values_of(manifest).items():
-                    self._step_values.setdefault((entity_of(manifest), key), set()).add(value)
+        # The resources as the step begins (none when the API server does not answer: then only
+        # the values the operations apply are allowed).
+        self._step_values = values_during(self.objects() or [], step.ops(), self.grants, self._layouts)
         self.send(step.before)
         fault_seconds = self.inject(step)
         ended = time.monotonic()

@@ -10,10 +10,12 @@ partitions): a disagreement would be a finding in one of them.
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
-from harness.soak.engine import Soak, claims, entries_of, topic_share
+from harness.soak.engine import Soak, claims, entries_of, topic_share, values_during
 from harness.soak.history import (
     CLIENTS,
     FAULT_KINDS,
@@ -23,6 +25,8 @@ from harness.soak.history import (
     THREE_BROKER_KINDS,
     TOPICS,
     USERS,
+    Op,
+    Resource,
     generate,
 )
 from harness.soak.tenancy import grants_for, permitted
@@ -217,3 +221,34 @@ def test_a_kept_key_may_hold_what_the_old_grants_gave_it_in_the_step_that_change
     assert soak.expected(now, {default: {"request_percentage": 33.0}}, before) == {
         default: {"request_percentage": 179.5}
     }
+
+
+def test_a_kept_key_may_hold_the_value_a_claim_won_with_between_two_operations_of_the_step() -> None:
+    """Seed 2, step 93: the older claim deleted, then the younger one's edit dropped the key, which
+    only a refused resource still names. Between the two operations the younger claim rightly won
+    with its old value, and the key kept it: the soak must allow that value, and no other."""
+    default = Entity.for_user(None)
+    older = _obj("soak-a", "cq62", "2026-01-01T00:00:01Z", {"user": {"default": True}}, {"consumerByteRate": 1216725})
+    younger = _obj(
+        "soak-a", "cq128", "2026-01-01T00:00:02Z", {"user": {"default": True}}, {"consumerByteRate": 2805526}
+    )
+    refused = _obj("soak-b", "cq76", "2026-01-01T00:00:00Z", {"user": {"default": True}}, {"consumerByteRate": 9021935})
+    grants = grants_for("soak-b-no-defaults")
+    drop_older = Op("delete", _resource(older), "move")
+    edit_younger = Op("apply", replace(_resource(younger), values=(("producerByteRate", 8197787.0),)), "modify")
+    during = values_during([older, younger, refused], [drop_older, edit_younger], grants, {})
+    assert during[(default, "consumer_byte_rate")] == {2805526.0}
+    assert during[(default, "producer_byte_rate")] == {8197787.0}
+    # In the other order the younger claim never wins the key while it still names it.
+    during = values_during([older, younger, refused], [edit_younger, drop_older], grants, {})
+    assert during[(default, "consumer_byte_rate")] == {1216725.0}
+    # And at the end the key is kept, not claimed: the soak expects what the step may have left.
+    end = claims([refused, {**younger, "spec": edit_younger.resource.manifest()["spec"]}], grants)
+    assert end.kept == {(default, "consumer_byte_rate")}
+
+
+def _resource(obj: dict[str, Any]) -> Resource:
+    meta, spec = obj["metadata"], obj["spec"]
+    entity = tuple((part, None if v.get("default") else v["name"]) for part, v in spec["entity"].items())
+    values = tuple((k, float(v)) for k, v in spec["quota"].items())
+    return Resource(obj["kind"], meta["namespace"], meta["name"], "", entity, values)
