@@ -21,7 +21,7 @@ help:
 	@echo "make test-node-advisor - kquota advise as a Job on the single-node cluster (builds the advisor image; release check)"
 	@echo "make test-faults - only the fault suite (broker/API server/operator faults; prints the resilience report)"
 	@echo "make test-matrix - the e2e core on every supported Kafka: 4.3, 4.0, 3.9 KRaft and ZooKeeper, 3.0 ZooKeeper (release check)"
-	@echo "make test-k8s-floor - CRDs, admission corpus, e2e core and Helm on Kubernetes 1.31, the floor (release check; cold build TBD)"
+	@echo "make test-k8s-floor - CRDs, admission corpus, e2e core and Helm on Kubernetes 1.31, the floor (release check; first build ~15 min)"
 	@echo "make soak SEED=1 FAULTS=100 - the seeded chaos soak (report in soak-reports/; replay a failure with its SEED and step)"
 	@echo "make crds   - regenerate crds/ and the Helm chart's copy from the pydantic models"
 
@@ -87,7 +87,7 @@ test-matrix: setup
 # The Kubernetes floor (README, "Supported versions"): the tests marked k8s_floor (CRD install, the
 # admission corpus, the e2e core, Helm install) on an API server built from k8s.io/kubernetes 1.31
 # (harness/kube-apiserver-1.31/). `make test` runs the same tests on 1.35; this is the release check.
-# The build comes first, outside pytest's per-test timeout (cold: TBD on 2 cores; cached: none).
+# The build comes first, outside pytest's per-test timeout (first build ~15 min on 2 busy cores; then cached).
 test-k8s-floor: setup
 	$(PY) -m harness prepare --kube-version 1.31
 	KQUOTA_KUBE_VERSION=1.31 $(PY) -m pytest -m k8s_floor tests/e2e --durations=10 $(PYTEST_ARGS)

@@ -10,7 +10,8 @@ Two Kubernetes versions can be built: the current one (1.35, the default) and
 the supported floor (1.31, ``harness/kube-apiserver-1.31/``: the same main.go
 against k8s.io/kubernetes 1.31 and its etcd 3.5). The tests' fixtures start the
 one ``KQUOTA_KUBE_VERSION`` names (:func:`selected_version`), so the same tests
-run on either; ``make test-k8s-floor`` runs the floor's selection.
+run on either; ``make test-k8s-floor`` runs the floor's selection (its first
+build took 15 minutes on 2 cores busy with other tests).
 """
 
 from __future__ import annotations
