@@ -1,8 +1,8 @@
 """Command-line entry for the harness: ``python -m harness COMMAND``.
 
 prepare   download/build everything the tests need (Kafka jars, kube-apiserver, helm, the node's
-          binaries and images)
-kube      run a kube-apiserver until Ctrl-C and print how to reach it
+          binaries and images); ``--kube-version 1.31`` builds only that kube-apiserver (the floor)
+kube      run a kube-apiserver until Ctrl-C and print how to reach it (``--kube-version 1.31``)
 soak      the seeded chaos soak (``--seed 1 --faults 100``; harness/soak/)
 kafka     run a Kafka cluster until Ctrl-C (``--brokers 3`` for three; ``--version 3.9.2 --zookeeper``
           for a 3.x cluster in ZooKeeper mode)
@@ -62,9 +62,17 @@ def _wait_forever(components: list[procs.Process]) -> None:
         print(f"{p.name} exited; log tail:\n{procs.log_tail(p.log)}", file=sys.stderr)
 
 
-def _kube(_: argparse.Namespace) -> int:
+def _prepare_kube(minor: str) -> int:
+    start = time.monotonic()
+    binary = kube_apiserver.ensure_binary(minor)
+    label = f"kube-apiserver {kube_apiserver.VERSIONS[minor][0]} (Go modules)"
+    print(f"  ready: {label:<45} {time.monotonic() - start:6.1f}s  {binary}", flush=True)
+    return 0
+
+
+def _kube(args: argparse.Namespace) -> int:
     _stop_on_signals()
-    server = kube_apiserver.start_temporary()
+    server = kube_apiserver.start_temporary(version=args.kube_version)
     try:
         print(f"kube-apiserver {server.server}\n  export KUBECONFIG={server.kubeconfig}")
         for name, token in server.identities.items():
@@ -153,8 +161,11 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m harness", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("prepare", help="download and build every component")
-    sub.add_parser("kube", help="run a kube-apiserver until Ctrl-C")
+    versions = sorted(kube_apiserver.VERSIONS)
+    prepare = sub.add_parser("prepare", help="download and build every component")
+    prepare.add_argument("--kube-version", choices=versions, help="build only the kube-apiserver of this minor")
+    kube = sub.add_parser("kube", help="run a kube-apiserver until Ctrl-C")
+    kube.add_argument("--kube-version", choices=versions, default=kube_apiserver.DEFAULT_MINOR)
     kafka = sub.add_parser("kafka", help="run Kafka until Ctrl-C")
     kafka.add_argument("--brokers", type=int, default=1)
     kafka.add_argument("--version", help="Kafka version (default 4.3.1 or $KQUOTA_KAFKA_VERSION)")
@@ -179,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "prepare":
-            return _prepare()
+            return _prepare_kube(args.kube_version) if args.kube_version else _prepare()
         return {"kube": _kube, "kafka": _kafka, "demo": _demo, "soak": _soak}[args.command](args)
     except procs.ComponentError as exc:
         print(f"error: {exc}", file=sys.stderr)

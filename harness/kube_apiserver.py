@@ -5,6 +5,13 @@ hash into the cache (a cold build takes about 4 minutes on 2 cores; later runs
 reuse the binary). Each :class:`KubeAPIServer` runs it on a free loopback port
 with its own state directory and exposes the admin kubeconfig, static team
 identities and ServiceAccount tokens for RBAC tests.
+
+Two Kubernetes versions can be built: the current one (1.35, the default) and
+the supported floor (1.31, ``harness/kube-apiserver-1.31/``: the same main.go
+against k8s.io/kubernetes 1.31 and its etcd 3.5). The tests' fixtures start the
+one ``KQUOTA_KUBE_VERSION`` names (:func:`selected_version`), so the same tests
+run on either; ``make test-k8s-floor`` runs the floor's selection (its first
+build took 15 minutes on 2 cores busy with other tests).
 """
 
 from __future__ import annotations
@@ -26,6 +33,17 @@ KUBERNETES_VERSION = "1.35.4"
 SOURCE_DIR = Path(__file__).parent / "kube-apiserver"
 REPO = Path(__file__).resolve().parents[1]
 
+#: The API servers the harness builds: minor -> (k8s.io/kubernetes version, Go module).
+#: 1.31 is the supported floor (README, "Supported versions"): the first with CEL's isIP()/isCIDR().
+VERSIONS: dict[str, tuple[str, Path]] = {
+    "1.35": (KUBERNETES_VERSION, SOURCE_DIR),
+    "1.31": ("1.31.14", Path(__file__).parent / "kube-apiserver-1.31"),
+}
+DEFAULT_MINOR = "1.35"
+FLOOR_MINOR = "1.31"
+#: Names the minor the tests' API servers run (tests/plugins/kube.py); unset: DEFAULT_MINOR.
+VERSION_ENV = "KQUOTA_KUBE_VERSION"
+
 #: Static identities every test API server knows, for multi-tenancy tests:
 #: name -> groups. Tokens are random per server (see identities.json).
 DEFAULT_IDENTITIES: dict[str, list[str]] = {
@@ -35,16 +53,35 @@ DEFAULT_IDENTITIES: dict[str, list[str]] = {
 }
 
 
-def _source_hash() -> str:
-    digest = hashlib.sha256()
+def selected_version() -> str:
+    """The minor ``KQUOTA_KUBE_VERSION`` selects for the tests (default: the current one)."""
+    minor = os.environ.get(VERSION_ENV, "") or DEFAULT_MINOR
+    if minor not in VERSIONS:
+        raise ValueError(f"{VERSION_ENV}={minor!r}: expected one of {', '.join(sorted(VERSIONS))}")
+    return minor
+
+
+def _ldflags(version: str) -> str:
+    """Link flags: stripped, and the version stamped as Kubernetes' own release builds do
+    (a module build otherwise says v0.0.0-master), so ``/version`` and ``kubectl version``
+    name the server's real version and a test can check which one a run got."""
+    major, minor = version.split(".")[:2]
+    stamp = "k8s.io/component-base/version"
+    return f"-s -w -X {stamp}.gitVersion=v{version} -X {stamp}.gitMajor={major} -X {stamp}.gitMinor={minor}"
+
+
+def _source_hash(source_dir: Path, version: str) -> str:
+    digest = hashlib.sha256(_ldflags(version).encode())
     for name in ("go.mod", "go.sum", "main.go"):
-        digest.update((SOURCE_DIR / name).read_bytes())
+        # The floor's main.go is a symlink to the current one's: read_bytes follows it.
+        digest.update((source_dir / name).read_bytes())
     return digest.hexdigest()[:12]
 
 
-def ensure_binary() -> Path:
-    """Build (or reuse) the apiserver harness binary for the current source."""
-    binary = cache.root() / "bin" / f"kube-apiserver-harness-{KUBERNETES_VERSION}-{_source_hash()}"
+def ensure_binary(minor: str = DEFAULT_MINOR) -> Path:
+    """Build (or reuse) the apiserver harness binary of ``minor`` for the current source."""
+    version, source_dir = VERSIONS[minor]
+    binary = cache.root() / "bin" / f"kube-apiserver-harness-{version}-{_source_hash(source_dir, version)}"
     if binary.exists():
         return binary
     with cache.locked("kube-apiserver-build"):
@@ -53,12 +90,13 @@ def ensure_binary() -> Path:
         binary.parent.mkdir(parents=True, exist_ok=True)
         tmp = binary.with_suffix(".tmp")
         env = dict(os.environ, CGO_ENABLED="0")
+        log_name = "kube-apiserver-build.log" if minor == DEFAULT_MINOR else f"kube-apiserver-{version}-build.log"
         procs.run_checked(
-            ["go", "build", "-trimpath", "-ldflags=-s -w", "-o", str(tmp), "."],
-            what=f"building kube-apiserver {KUBERNETES_VERSION} from Go modules",
-            log=cache.root() / "logs" / "kube-apiserver-build.log",
+            ["go", "build", "-trimpath", f"-ldflags={_ldflags(version)}", "-o", str(tmp), "."],
+            what=f"building kube-apiserver {version} from Go modules",
+            log=cache.root() / "logs" / log_name,
             env=env,
-            cwd=SOURCE_DIR,
+            cwd=source_dir,
             timeout=2400,
         )
         tmp.rename(binary)
@@ -71,6 +109,8 @@ class KubeAPIServer:
 
     workdir: Path
     proc: procs.Process
+    #: The Kubernetes version it runs (``/version`` says the same).
+    version: str = KUBERNETES_VERSION
     server: str = ""
     kubeconfig: Path = field(default_factory=Path)
     identities: dict[str, str] = field(default_factory=dict)
@@ -83,10 +123,12 @@ class KubeAPIServer:
         timeout: float = 120,
         extra_args: list[str] | None = None,
         pods: bool = False,
+        version: str = DEFAULT_MINOR,
     ) -> KubeAPIServer:
         """Start a server; ``pods=True`` serves a cluster with controllers and a kubelet
-        (harness/node.py): the ServiceAccount admission plugin gives pods their token."""
-        binary = ensure_binary()
+        (harness/node.py): the ServiceAccount admission plugin gives pods their token.
+        ``version`` is a minor of :data:`VERSIONS` (the tests pass :func:`selected_version`)."""
+        binary = ensure_binary(version)
         workdir.mkdir(parents=True, exist_ok=True)
         args = [str(binary), "-dir", str(workdir)]
         # The harness picks the ports (below the ephemeral range, see procs.free_port) so that
@@ -100,7 +142,7 @@ class KubeAPIServer:
         if pods:
             args.append("-pods")
         proc = procs.Process("kube-apiserver", args, workdir / "apiserver.log")
-        self = cls(workdir=workdir, proc=proc)
+        self = cls(workdir=workdir, proc=proc, version=VERSIONS[version][0])
         proc.start()
         ready = workdir / "ready.json"
         proc.wait_until(ready.exists, timeout, "/readyz answering")
@@ -194,10 +236,10 @@ class KubeAPIServer:
             self.kubectl("wait", "--for=condition=Established", f"crd/{crd}", f"--timeout={remaining}s")
 
 
-def start_temporary(identities: dict[str, list[str]] | None = None) -> KubeAPIServer:
+def start_temporary(identities: dict[str, list[str]] | None = None, version: str = DEFAULT_MINOR) -> KubeAPIServer:
     """Start a server in a fresh temporary directory (for scripts and the demo)."""
     workdir = Path(tempfile.mkdtemp(prefix="kquota-kube-"))
-    return KubeAPIServer.start(workdir, identities)
+    return KubeAPIServer.start(workdir, identities, version=version)
 
 
 def cleanup(server: KubeAPIServer) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from harness.kafka_cluster import KafkaCluster
-from harness.kube_apiserver import KubeAPIServer
+from harness.kube_apiserver import KubeAPIServer, selected_version
 from harness.stack import Stack, start_stack, stop_stack
 
 
@@ -24,8 +24,9 @@ def stack(kube: KubeAPIServer, kafka: KafkaCluster, tmp_path_factory: pytest.Tem
 
 @pytest.fixture
 def own_kube(tmp_path: Path) -> Iterator[KubeAPIServer]:
-    """An API server for this test alone (a test may restart it; leftovers stay here)."""
-    server = KubeAPIServer.start(tmp_path / "kube")
+    """An API server for this test alone (a test may restart it; leftovers stay here), of the
+    session's version (``KQUOTA_KUBE_VERSION``)."""
+    server = KubeAPIServer.start(tmp_path / "kube", version=selected_version())
     try:
         yield server
     finally:

@@ -23,7 +23,8 @@ from tests.plugins.resilience import Resilience
 from tests.support.paths import REPO
 from tests.support.selectors import INVALID_SELECTORS, VALID_SELECTORS, Refused
 
-pytestmark = pytest.mark.e2e
+# The admission corpus is the floor's main check (make test-k8s-floor): CEL and schema must agree on 1.31.
+pytestmark = [pytest.mark.e2e, pytest.mark.k8s_floor]
 
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 CORPUS = REPO / "tests" / "corpus"

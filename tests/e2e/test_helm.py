@@ -321,6 +321,7 @@ def split_crds(text: str) -> tuple[str, str]:
     )
 
 
+@pytest.mark.k8s_floor
 def test_template_passes_server_side_dry_run(kube: KubeAPIServer, helm: Helm) -> None:
     ns, secret_ns = kube.create_namespace("kquota"), kube.create_namespace("kafka")
     cluster = {**SASL_CLUSTER, "name": f"kc-{uuid.uuid4().hex[:6]}"}
@@ -343,6 +344,7 @@ def test_template_passes_server_side_dry_run(kube: KubeAPIServer, helm: Helm) ->
     assert "clusterkopfpeering.kopf.dev" in kinds, result.stdout
 
 
+@pytest.mark.k8s_floor
 def test_install_then_upgrade_with_changed_values(kube: KubeAPIServer, tmp_path: Path) -> None:
     helm = Helm(tmp_path / "helm", kube)
     ns, secret_ns = kube.create_namespace("kquota"), kube.create_namespace("kafka")

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 from harness import procs
-from harness.kube_apiserver import KubeAPIServer
+from harness.kube_apiserver import KubeAPIServer, selected_version
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.k8s_floor]
 
 WIDGET_CRD = textwrap.dedent("""
     apiVersion: apiextensions.k8s.io/v1
@@ -128,6 +128,6 @@ def test_rbac_grant_lets_a_service_account_in(kube: KubeAPIServer, namespace: st
 
 def test_server_that_cannot_start_fails_fast_with_its_log(tmp_path: Path) -> None:
     with pytest.raises(procs.ComponentError) as err:
-        KubeAPIServer.start(tmp_path, extra_args=["--no-such-flag=1"], timeout=60)
+        KubeAPIServer.start(tmp_path, extra_args=["--no-such-flag=1"], timeout=60, version=selected_version())
     assert "exited" in str(err.value)
     assert "no-such-flag" in str(err.value)

@@ -172,6 +172,7 @@ def test_a_resource_without_cluster_ref_says_when_the_default_cluster_is_missing
     wait_reason(stack, ns, name, "Applied")
 
 
+@pytest.mark.k8s_floor
 def test_a_key_removed_from_the_spec_leaves_status_and_broker_and_is_an_event(stack: Stack) -> None:
     ns, name, user = stack.new_namespace(), uniq("cq"), uniq("trim")
     entity = Entity.for_user(user)

@@ -1,0 +1,1 @@
+../kube-apiserver/main.go
