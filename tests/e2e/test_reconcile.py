@@ -106,7 +106,11 @@ def test_create_modify_delete_delete_again(stack: Stack, form: str) -> None:
     second_broker = {N: 40.0} if ip else {P: 2048.0, C: 4096.0}
     apply(stack.kube, client_quota(ns, name, entity_spec(entity), second))
     wait_broker(stack, entity, second_broker)
-    wait_ready(stack, ns, name, reason="Applied")
+    changed = wait_ready(stack, ns, name, reason="Applied")
+    # Kopf keeps no diff base (kquota.handlers.diffbase): neither the create nor the
+    # change cost an annotation PATCH; the finalizer still holds the deletion below.
+    assert "kquota.io/last-handled-configuration" not in (changed["metadata"].get("annotations") or {})
+    assert "kquota.io/finalizer" in changed["metadata"].get("finalizers", [])
 
     stack.kube.kubectl("delete", "clientquota", name, "-n", ns, "--timeout=30s")
     wait_broker(stack, entity, {})

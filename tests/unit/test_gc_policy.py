@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from kquota.handlers.gc_policy import GcPolicy
+from kquota.handlers.gc_policy import FULL_COLLECTION_THRESHOLD, GcPolicy
 
 
 class Node:
@@ -62,3 +62,16 @@ def test_a_zero_interval_turns_the_policy_off() -> None:
     policy = GcPolicy(freeze_seconds=0, reclaim_seconds=3600)
     policy.start()
     assert policy._thread is None
+
+
+def test_while_the_policy_runs_the_ticks_run_the_full_collections() -> None:
+    """CPython's own full collections (each time the unfrozen heap grows by a quarter) are turned down."""
+    before = gc.get_threshold()
+    try:
+        GcPolicy(freeze_seconds=3600, reclaim_seconds=3600).start()
+        assert gc.get_threshold() == (before[0], before[1], FULL_COLLECTION_THRESHOLD)
+        gc.set_threshold(*before)
+        GcPolicy(freeze_seconds=0, reclaim_seconds=3600).start()
+        assert gc.get_threshold() == before, "off: CPython's collector as it is"
+    finally:
+        gc.set_threshold(*before)

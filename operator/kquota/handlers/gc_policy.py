@@ -19,6 +19,19 @@ that becomes garbage after it was frozen waits for the reclaim, an unfreeze
 and one full collection every ``reclaim_seconds``. (Freezing without the
 collection first kept every cycle pending at each tick: about 120 MiB more
 at 10,000 resources.)
+
+Between two ticks CPython's own full collections are turned down
+(:data:`FULL_COLLECTION_THRESHOLD`): it starts one whenever the unfrozen old
+generation has grown by a quarter of what survived the last full collection,
+and after a freeze that is only what the last tick kept, so while the heap
+grows fast (the initial listing after a restart) it scanned the same new
+objects four or five times per tick. The tick's collection is the full
+collection that matters; the young generations are collected as before (a
+cycle that dies in the old generation waits for the next tick). Measured on
+cold starts at 10,000 resources (a busy machine, runs interleaved): 24-35
+full collections before, 10-11 with this threshold alone, and the operator's
+CPU seconds from start to all applied 10.7 (median of 11) before, 9.2-9.8
+with it alone.
 """
 
 from __future__ import annotations
@@ -32,6 +45,9 @@ log = logging.getLogger(__name__)
 
 #: Seconds between two reclaims of frozen cyclic garbage (each is one full collection).
 RECLAIM_SECONDS = 3600.0
+#: CPython's third threshold (second-generation collections between two full ones; its default is 10)
+#: while the policy runs: high enough that the ticks, not CPython, run the full collections.
+FULL_COLLECTION_THRESHOLD = 1000
 
 
 class GcPolicy:
@@ -47,6 +63,8 @@ class GcPolicy:
         """Run the policy in a daemon thread (each tick holds the GIL for one collection of what is new)."""
         if self.freeze_seconds <= 0:
             return
+        young, middle, _ = gc.get_threshold()
+        gc.set_threshold(young, middle, FULL_COLLECTION_THRESHOLD)
         self._thread = threading.Thread(target=self._run, name="kquota-gc", daemon=True)
         self._thread.start()
 

@@ -16,7 +16,8 @@ Shape, and why:
   generation) wakes a full pass the same way. There are no per-object
   create/update handlers, because each would cost Kopf an extra annotation
   patch per object, 10,000 patches at 10,000 resources, and the reconciler is
-  level-based anyway.
+  level-based anyway. For the same reason Kopf keeps no diff base
+  (:mod:`~kquota.handlers.diffbase`): nothing reads one.
 * **One daemon per KafkaCluster** runs that cluster's reconcile loop; it stops
   when the KafkaCluster is deleted (quotas stay on the brokers, and the ledger
   stays in the operator's namespace, so recreating it picks up where it left).
@@ -51,6 +52,7 @@ from kquota.domain.claims import ResourceClaim, claim_from_body
 from kquota.domain.guard import APPROVAL_ANNOTATION
 from kquota.domain.status_format import read_status
 from kquota.domain.stored_status import StoredStatus
+from kquota.handlers.diffbase import NoDiffBase
 from kquota.k8s import published
 from kquota.k8s.api import Kube, connect
 from kquota.k8s.ledger import LedgerStore
@@ -108,19 +110,23 @@ def state(memo: kopf.Memo) -> OperatorState:
     return found
 
 
-@kopf.on.startup()
-async def _startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+def configure_kopf(settings: kopf.OperatorSettings) -> None:
+    """Kopf's settings kquota runs with (the startup handler sets them before any resource is handled)."""
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=ANNOTATION_PREFIX)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=ANNOTATION_PREFIX, key="last-handled-configuration"
-    )
+    # No handler reads a diff: Kopf keeps no diff base (no copies per event, no PATCH per change).
+    settings.persistence.diffbase_storage = NoDiffBase()
     # Handler log lines are not posted as Kubernetes events: kquota posts its own,
     # meaningful ones (Applied, Conflict, DriftCorrected, ...).
     settings.posting.enabled = False
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.networking.request_timeout = 60
+
+
+@kopf.on.startup()
+async def _startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    configure_kopf(settings)
     st = state(memo)
     ours = st.settings
     st.kube = Kube(await connect(ours.kubeconfig))
