@@ -78,6 +78,10 @@ class Report(Observing, Events):
 
     # -- statuses ------------------------------------------------------------------------
 
+    def written_status(self, uid: str) -> StoredStatus | None:
+        """What kquota last wrote to ``uid``'s status (None: nothing since the operator started)."""
+        return self._written.get(uid)
+
     async def _write_statuses(
         self,
         records: Iterable[ResourceClaim],
@@ -158,7 +162,7 @@ class Report(Observing, Events):
 
         async def write(rec: ResourceClaim, status: dict[str, Any], patch: dict[str, Any], outcome: Outcome) -> None:
             if await self.kube.patch_status(object_ref(rec), patch):
-                self._written[rec.ref.uid] = StoredStatus.of(status)
+                self._written[rec.ref.uid] = StoredStatus.written(status)
                 self._rendered[rec.ref.uid] = (rec.generation, outcome)
 
         results = await gather_limited([write(r, s, p, o) for r, s, p, o in writes], self.settings.status_concurrency)
