@@ -113,6 +113,9 @@ class Report(Observing, Events):
             rendered = self._rendered.get(uid) == memo
             if rendered and (obs is None or self._observed_shown.get(uid) == obs):
                 self._unsettled.discard(uid)
+                # An equal outcome: keep this pass's (a full pass keeps its outcomes for the
+                # metrics readings), so one copy is held per resource, not two.
+                self._rendered[uid] = memo
                 continue
             self._unsettled.add(uid)
             # kquota is the only writer of these fields: what it wrote last is newer
