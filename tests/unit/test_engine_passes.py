@@ -363,3 +363,21 @@ def test_a_full_pass_gives_way_only_once_so_a_stream_of_changes_cannot_put_it_of
             assert broker.reads == ["all", "users/u1", "all", "users/u1"], broker.reads
 
     asyncio.run(run())
+
+
+def test_an_unchanged_resource_keeps_one_outcome_the_last_full_passs() -> None:
+    # The full pass keeps its outcomes for the metrics readings; the rendered memo held an equal
+    # copy from the pass that wrote the status: two per resource for as long as the operator ran.
+    async def run() -> None:
+        broker, kube = Broker(), Kube()
+        eng = engine([quota(f"q{i}", f"u{i}", 100 + i) for i in range(3)], broker, kube)
+        await eng.reconcile_once()
+        statuses = dict(kube.statuses)
+        await eng.reconcile_once()
+        basis = eng._observe_basis
+        assert basis is not None
+        for uid in ("q0", "q1", "q2"):
+            assert eng._rendered[uid][1] is basis.outcomes[uid]
+        assert kube.statuses == statuses
+
+    asyncio.run(run())

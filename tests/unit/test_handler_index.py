@@ -20,6 +20,7 @@ import kopf
 import pytest
 
 from kquota.domain.entities import Entity
+from kquota.domain.stored_status import StoredStatus
 from kquota.handlers import operator as handlers
 from kquota.reconcile.settings import OperatorSettings
 from tests.support.engine import Broker, Kube
@@ -28,13 +29,17 @@ from tests.support.quotas import P
 
 
 class Engine:
-    """Records the uids it was asked to reconcile."""
+    """Records the uids it was asked to reconcile; holds what it "wrote" to each status."""
 
     def __init__(self) -> None:
         self.triggered: list[str | None] = []
+        self.written: dict[str, StoredStatus] = {}
 
     def trigger(self, uid: str | None = None) -> None:
         self.triggered.append(uid)
+
+    def written_status(self, uid: str) -> StoredStatus | None:
+        return self.written.get(uid)
 
 
 OPERATOR_MEMO = handlers.operator_memo(OperatorSettings())
@@ -94,6 +99,20 @@ def test_a_status_echo_keeps_the_record_takes_the_status_and_wakes_nothing(engin
     assert engine.triggered == ["u-1"], "a status-only event woke a pass"
     assert rec.status == status
     assert rec.entries is first.entries, "the spec was parsed again"
+
+
+def test_the_echo_of_what_kquota_wrote_keeps_one_copy_of_the_status(engine: Engine) -> None:
+    memo = object_memo()
+    index(body(), memo)
+    status = {"observedGeneration": 1, "applied": {"values": {"producer_byte_rate": 100.0}, "cluster": "c1"}}
+    engine.written["u-1"] = written = StoredStatus.written(status)
+    # As the API server returns it: keys sorted, 100.0 as 100.
+    read_back = {"applied": {"cluster": "c1", "values": {"producer_byte_rate": 100}}, "observedGeneration": 1}
+    assert index(body(status=read_back, metadata={"resourceVersion": "11"}), memo).status is written
+    edited = {**read_back, "observedGeneration": 2}
+    rec = index(body(status=edited, metadata={"resourceVersion": "12"}), memo)
+    assert rec.status is not written and rec.status == edited
+    assert engine.triggered == ["u-1"]
 
 
 def test_a_spec_change_is_parsed_again_and_wakes_the_reconciler(engine: Engine) -> None:

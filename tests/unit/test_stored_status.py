@@ -86,3 +86,18 @@ def test_claims_share_their_namespace_cluster_and_creation_time_strings() -> Non
 
     a, b = claim_from_body("ClientQuota", body("a"), "c"), claim_from_body("ClientQuota", body("b"), "c")
     assert a.ref.namespace is b.ref.namespace and a.cluster is b.cluster and a.created is b.created
+
+
+def test_a_status_read_back_as_written_is_the_written_copy_itself() -> None:
+    # The API server returns maps with sorted keys and 1000.0 as 1000 (checked against a real
+    # kube-apiserver's JSON): kquota's copy of what it wrote is then the one both hold.
+    written = StoredStatus.written(WRITTEN)
+    read_back = json.loads(json.dumps(WRITTEN, sort_keys=True).replace("1000.0", "1000"))
+    assert StoredStatus.of(read_back, same=written) is written
+    assert written == StoredStatus.of(WRITTEN) and written.digest == StoredStatus.of(WRITTEN).digest
+    assert written.decoded() == WRITTEN
+    edited = {**read_back, "entity": "users/bob"}
+    other = StoredStatus.of(edited, same=written)
+    assert other is not written and other != written and other.decoded() == edited
+    assert StoredStatus.of(None, same=written) is EMPTY_STATUS
+    assert StoredStatus.written({}) is EMPTY_STATUS

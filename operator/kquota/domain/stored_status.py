@@ -2,7 +2,9 @@
 
 Every :class:`kquota.domain.claims.ResourceClaim` holds the status last read
 back, and the reconciler holds what it last wrote; kept decoded, both were the
-largest thing per resource at 10,000 resources. :class:`StoredStatus` keeps the
+largest thing per resource at 10,000 resources. Encoded alike
+(:meth:`StoredStatus.written`), a status read back as written is one object
+held by both. :class:`StoredStatus` keeps the
 JSON only, compares by digest (the drift check), and decodes a status only to
 render a change.
 """
@@ -12,6 +14,17 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from typing import Any
+
+
+def _as_read_back(value: Any) -> Any:
+    """``value`` as the API server hands it back: whole-number floats as integers (1000.0 as 1000)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, Mapping):
+        return {k: _as_read_back(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_as_read_back(v) for v in value]
+    return value
 
 
 def _frozen(value: Any) -> Any:
@@ -40,12 +53,29 @@ class StoredStatus(Mapping[str, Any]):
         self._digest: int | None = None
 
     @classmethod
-    def of(cls, status: Mapping[str, Any] | None) -> StoredStatus:
+    def of(cls, status: Mapping[str, Any] | None, same: StoredStatus | None = None) -> StoredStatus:
+        """``status`` kept compact; ``same`` itself when it holds exactly these bytes (one copy, not two)."""
         if not status:
             return EMPTY_STATUS
         if isinstance(status, StoredStatus):
             return status
-        return cls(json.dumps(status, separators=(",", ":")).encode())
+        encoded = json.dumps(status, separators=(",", ":")).encode()
+        if same is not None and same._json == encoded:
+            return same
+        return cls(encoded)
+
+    @classmethod
+    def written(cls, status: Mapping[str, Any]) -> StoredStatus:
+        """A status kquota writes, encoded as its watch event will read back when the API server stored it.
+
+        The API server returns maps with sorted keys and whole numbers without a
+        fraction, so encoded this way a status read back unchanged has the same
+        bytes, and :meth:`of` keeps one copy of the two (each about 0.5 KB).
+        Equal either way: the digest counts 1000 and 1000.0 alike.
+        """
+        if not status:
+            return EMPTY_STATUS
+        return cls(json.dumps(_as_read_back(status), separators=(",", ":"), sort_keys=True).encode())
 
     @property
     def digest(self) -> int:

@@ -69,6 +69,8 @@ log = logging.getLogger(__name__)
 FINALIZER = "kquota.io/finalizer"
 #: Kopf keeps its handler progress in annotations under this prefix.
 ANNOTATION_PREFIX = "kquota.io"
+#: Resources per page when Kopf lists a kind (its initial listing, and again after a watch expired).
+LIST_CHUNK = 500
 
 
 @dataclass
@@ -120,6 +122,10 @@ def configure_kopf(settings: kopf.OperatorSettings) -> None:
     # meaningful ones (Applied, Conflict, DriftCorrected, ...).
     settings.posting.enabled = False
     settings.watching.server_timeout = 300
+    # Kopf lists each kind at start and whenever a watch must start over: in one response,
+    # 10,000 resources are tens of MB of JSON read whole and decoded at once, a peak the
+    # process keeps as RSS (Python returns little of it). In pages, one page at a time.
+    settings.watching.chunk_size = LIST_CHUNK
     settings.watching.client_timeout = 330
     settings.networking.request_timeout = 60
 
@@ -210,7 +216,11 @@ def _index(kind: str) -> Any:
             # Only status or the operator's own bookkeeping changed: the echo of a
             # status write, or Kopf adding its finalizer. Nothing to plan, so no pass
             # is woken; the full pass on the drift timer still sees everything.
-            rec = replace(last[1], status=StoredStatus.of(body.get("status")))
+            prev: ResourceClaim = last[1]
+            engine = st.engines.get(prev.cluster)
+            # Read back as kquota wrote it (the usual echo): the reconciler's copy, not a second one.
+            written = engine.written_status(prev.ref.uid) if engine is not None else None
+            rec = replace(prev, status=StoredStatus.of(body.get("status"), same=written))
         else:
             rec = claim_from_body(kind, body, st.settings.default_cluster)
             engine = st.engines.get(rec.cluster)

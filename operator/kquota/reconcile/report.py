@@ -79,6 +79,10 @@ class Report(Observing, Events):
 
     # -- statuses ------------------------------------------------------------------------
 
+    def written_status(self, uid: str) -> StoredStatus | None:
+        """What kquota last wrote to ``uid``'s status (None: nothing since the operator started)."""
+        return self._written.get(uid)
+
     async def _write_statuses(
         self,
         records: Iterable[ResourceClaim],
@@ -112,6 +116,9 @@ class Report(Observing, Events):
             rendered = self._rendered.get(uid) == memo
             if rendered and (obs is None or self._observed_shown.get(uid) == obs):
                 self._unsettled.discard(uid)
+                # An equal outcome: keep this pass's (a full pass keeps its outcomes for the
+                # metrics readings), so one copy is held per resource, not two.
+                self._rendered[uid] = memo
                 continue
             self._unsettled.add(uid)
             # kquota is the only writer of these fields: what it wrote last is newer
@@ -166,7 +173,7 @@ class Report(Observing, Events):
 
         async def write(rec: ResourceClaim, status: dict[str, Any], patch: dict[str, Any], outcome: Outcome) -> None:
             if await self.kube.patch_status(object_ref(rec), patch):
-                self._written[rec.ref.uid] = StoredStatus.of(status)
+                self._written[rec.ref.uid] = StoredStatus.written(status)
                 self._rendered[rec.ref.uid] = (rec.generation, outcome)
 
         results = await gather_limited([write(r, s, p, o) for r, s, p, o in writes], self.settings.status_concurrency)
