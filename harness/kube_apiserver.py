@@ -40,7 +40,6 @@ VERSIONS: dict[str, tuple[str, Path]] = {
     "1.31": ("1.31.14", Path(__file__).parent / "kube-apiserver-1.31"),
 }
 DEFAULT_MINOR = "1.35"
-FLOOR_MINOR = "1.31"
 #: Names the minor the tests' API servers run (tests/plugins/kube.py); unset: DEFAULT_MINOR.
 VERSION_ENV = "KQUOTA_KUBE_VERSION"
 

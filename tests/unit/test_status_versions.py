@@ -151,6 +151,21 @@ def test_a_status_of_an_unknown_format_reads_as_nothing(version: object) -> None
     assert (read.applied_values, read.applied_cluster, read.last_applied_time) == ({}, None, None)
 
 
+@pytest.mark.parametrize(
+    ("version", "origin"),
+    [
+        (2, "written by a newer kquota (format 2)"),
+        ("2", "in no format kquota writes (formatVersion '2')"),
+        (0, "in no format kquota writes (formatVersion 0)"),
+        (True, "in no format kquota writes (formatVersion True)"),
+    ],
+)
+def test_the_note_blames_a_newer_kquota_only_for_a_newer_format(version: object, origin: str) -> None:
+    read = fmt.read_status({"formatVersion": version, "applied": {"cluster": "c", "values": {"x": 1}}})
+    assert read.note().startswith(f"status {origin}; rewritten in format 1")
+    assert f"its status was {origin};" in read.unknown_applied()
+
+
 def test_render_on_a_newer_status_takes_nothing_from_it_and_says_so() -> None:
     prev = newer(STATUSES["alice"])
     outcome = Outcome(Reason.APPLIED, "ok", {"consumer_byte_rate": 2097152.0, "producer_byte_rate": 1048576.0}, True)

@@ -28,7 +28,6 @@ from kquota.domain.status_format import (
     STATUS_FORMAT_CONDITION,
     STATUS_FROM_NEWER_OPERATOR,
     UNVERSIONED,
-    read_cluster_status,
     read_status,
 )
 
@@ -296,7 +295,7 @@ def render_cluster_status(
     condition's message (what Strimzi manages, how to hand users over) for a
     KafkaCluster that connects through a Strimzi Kafka.
     """
-    read = read_cluster_status(prev_status)
+    read = read_status(prev_status)
     prev_status = read.current
     prev = conditions_by_type(prev_status)
     ok = reason is Reason.APPLIED

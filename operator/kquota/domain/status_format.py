@@ -5,9 +5,8 @@ an unreachable or deleted KafkaCluster's resources keep reporting),
 ``applied.lastAppliedTime`` and each condition's ``lastTransitionTime`` (kept
 while nothing changed), ``observed`` (numbers held back between bounded-rate
 writes, the NearLimit hysteresis); and a KafkaCluster's ``conditions``,
-``brokers`` and ``clusterId``. Every such read goes through :func:`read_status`
-(quota kinds) or :func:`read_cluster_status` (KafkaCluster), never through the
-stored dict directly.
+``brokers`` and ``clusterId``. Every such read, of any kind, goes through
+:func:`read_status`, never through the stored dict directly.
 
 Format versions. Every status kquota writes carries ``status.formatVersion``;
 version 1 is what kquota 0.1.0 wrote (it wrote no ``formatVersion``, so a status
@@ -140,10 +139,18 @@ class StatusRead:
         when = self.applied.get("lastAppliedTime")
         return when if isinstance(when, str) else None
 
+    @property
+    def _origin(self) -> str:
+        """Who wrote an unreadable status: a newer kquota, or (a version no release writes) someone else."""
+        version = self.unknown_version
+        if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
+            return f"written by a newer kquota (format {version})"
+        return f"in no format kquota writes (formatVersion {version!r})"
+
     def note(self) -> str:
         """What the operator did with an unreadable status, in words (for the condition, event and message)."""
         return (
-            f"status written by a newer kquota (format {self.unknown_version}); rewritten in format "
+            f"status {self._origin}; rewritten in format "
             f"{FORMAT_VERSION}: this operator reads status formats up to {FORMAT_VERSION} only, so it took "
             "nothing from it (applied values, times); ownership comes from the ledger"
         )
@@ -153,8 +160,8 @@ class StatusRead:
         if not self.unreadable:
             return ""
         return (
-            f"; what it applied before is unknown to this operator: its status was written by a newer kquota "
-            f"(format {self.unknown_version}; this operator reads up to {FORMAT_VERSION})"
+            f"; what it applied before is unknown to this operator: its status was {self._origin}; "
+            f"this operator reads formats up to {FORMAT_VERSION}"
         )
 
 
@@ -171,8 +178,3 @@ def read_status(status: Mapping[str, Any] | None) -> StatusRead:
     if current is None:
         return StatusRead({}, True, raw.get("formatVersion"))
     return StatusRead(current)
-
-
-def read_cluster_status(status: Mapping[str, Any] | None) -> StatusRead:
-    """A KafkaCluster's stored status, read by the same rule: a newer format reads as no status."""
-    return read_status(status)
