@@ -95,6 +95,24 @@ TARGETS = {
     "rss_mib_10k": 250.0,
 }
 
+# Issue #24's targets, judged per size by ``_verdicts`` (2 cores, the embedded stack, one run's ratios).
+# Each: (figure, the sizes it applies to (None: every size), the limit it must not exceed).
+TARGETS_24: list[tuple[str, frozenset[int] | None, float]] = [
+    ("operator_only_vs_limit", frozenset({10_000}), 2.0),
+    ("p50_vs_change_limit", frozenset({10_000}), 1.5),
+    ("latency_p99", frozenset({10_000}), 0.3),
+    ("full_pass_change_max", frozenset({10_000}), 0.3),
+    ("ready_vs_status_write_limit", None, 2.0),
+    ("idle_default_cpu_percent", frozenset({10_000}), 2.0),
+    ("idle_default_with_metrics_cpu_percent", frozenset({10_000}), 2.0),
+    ("broker_seconds_after_last_create", frozenset({50_000}), 60.0),
+    ("ready_seconds_after_last_create", frozenset({50_000}), 120.0),
+    ("latency_p99", frozenset({50_000}), 0.5),
+    ("rss_mib", frozenset({50_000}), 600.0),
+    ("rss_peak_mib", frozenset({50_000}), 600.0),
+    ("restart_rss_peak_mib", frozenset({50_000}), 600.0),
+]
+
 
 @dataclass
 class SizeResult:
@@ -135,6 +153,10 @@ class SizeResult:
     idle_with_metrics_cpu_percent: float | None = None
     idle_with_metrics_rss_mib: float | None = None
     restart_to_first_change_seconds: float | None = None
+    # RSS once a restart has settled, and its high-water: a restart holds every listed object
+    # until Kopf's indexes are complete, so its peak can exceed the cold start's.
+    restart_rss_mib: float | None = None
+    restart_rss_peak_mib: float | None = None
     idle_default_drift_interval: float | None = None
     idle_default_cpu_percent: float | None = None
     idle_default_with_metrics_cpu_percent: float | None = None
@@ -570,6 +592,10 @@ def run_size(
         res.restart_to_first_change_seconds = time.monotonic() - t0
         expected[0] = float(value)
         _wait_on_broker(admin, expected)
+        assert operator.proc is not None
+        _settled(operator)
+        _cpu_quiet(operator.proc.pid)
+        res.restart_rss_mib, res.restart_rss_peak_mib, _ = _proc_stats(operator.proc.pid)
 
         # 8. Standing still with the shipped defaults, after a restart (its first passes settle first).
         if idle_seconds > 0:
@@ -836,7 +862,8 @@ def main() -> int:
     header = (
         f"{'N':>7} {'list s':>7} {'describe s':>10} {'alter N s':>9} {'limit s':>8} {'op-only x':>9} "
         f"{'trip s':>7} {'p50 x':>6} {'watch s':>7} {'p50 xc':>6} {'writes/s':>8} {'ready x':>7} "
-        f"{'idle %cpu':>9} {'+metrics':>8} {'dflt %cpu':>9} {'+metrics':>8} {'idle MiB':>8} {'restart s':>9}"
+        f"{'idle %cpu':>9} {'+metrics':>8} {'dflt %cpu':>9} {'+metrics':>8} {'idle MiB':>8} {'restart s':>9} "
+        f"{'MiB':>5} {'peak':>5}"
     )
     print(header)
     print("-" * len(header))
@@ -854,7 +881,8 @@ def main() -> int:
             f"{r.limit_status_writes_per_second:8.0f} {opt(r.ready_vs_status_write_limit, '.1f'):>7} "
             f"{opt(r.idle_cpu_percent, '.1f'):>9} {opt(r.idle_with_metrics_cpu_percent, '.1f'):>8} "
             f"{opt(r.idle_default_cpu_percent, '.1f'):>9} {opt(r.idle_default_with_metrics_cpu_percent, '.1f'):>8} "
-            f"{opt(r.idle_rss_mib, '.0f'):>8} {opt(r.restart_to_first_change_seconds, '.2f'):>9}"
+            f"{opt(r.idle_rss_mib, '.0f'):>8} {opt(r.restart_to_first_change_seconds, '.2f'):>9} "
+            f"{opt(r.restart_rss_mib, '.0f'):>5} {opt(r.restart_rss_peak_mib, '.0f'):>5}"
         )
     print("\nmean ms per phase: narrow passes (single changes), full passes (drift checks, standing still)")
     for r in results:
@@ -869,6 +897,11 @@ def main() -> int:
             f"{opt(r.full_pass_change_p50 / r.limit_change_seconds if r.full_pass_change_p50 else None, '.1f'):>8} "
             f"{r.ledger_shards:>7} {r.ledger_bytes / 1024:8.0f}"
         )
+    verdicts = [v for r in results for v in _verdicts(r)]
+    print("\ntargets (issue #24)")
+    for v in verdicts:
+        shown = "-" if v["value"] is None else f"{v['value']:.3g}"
+        print(f"{v['n']:>7} {v['figure']:<40} {shown:>8} <= {v['limit']:<6g} {v['verdict']}")
     doc = {
         "machine": {"node": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version()},
         "drift_interval_seconds": args.drift_interval,
@@ -877,12 +910,25 @@ def main() -> int:
             "one_request_per_resource_entities_per_second": naive_rate,
         },
         "targets": TARGETS,
+        "verdicts": verdicts,
         "results": [asdict(r) for r in results],
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2))
     print(f"\nwrote {args.out}")
     return 0
+
+
+def _verdicts(r: SizeResult) -> list[dict[str, Any]]:
+    """Each #24 target that applies to this size: the figure, its limit, and met / missed / not measured."""
+    out: list[dict[str, Any]] = []
+    for figure, sizes, limit in TARGETS_24:
+        if sizes is not None and r.n not in sizes:
+            continue
+        value = getattr(r, figure)
+        verdict = "not measured" if value is None else ("met" if value <= limit else "missed")
+        out.append({"n": r.n, "figure": figure, "value": value, "limit": limit, "verdict": verdict})
+    return out
 
 
 def _main_memory(sizes: list[int], workdir: Path, frames: int, clients: int, out: Path) -> int:
