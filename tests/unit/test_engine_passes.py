@@ -10,17 +10,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import pytest
 
 from kquota.domain.entities import Entity
 from kquota.domain.observed import MetricsReading, Point, QuotaResource, QuotaSeries
+from kquota.domain.plan import EntityChange
 from kquota.domain.status import Reason
+from kquota.kafka.errors import EntityResult
 from kquota.reconcile import engine as engine_module
 from kquota.reconcile import observing as observing_module
+from kquota.reconcile import passes as passes_module
 from kquota.reconcile import report as report_module
 from kquota.reconcile.engine import ClusterReconciler
 from kquota.reconcile.records import MetricsConfig
@@ -300,6 +304,9 @@ class SlowBroker(Broker):
         super().__init__()
         self.delay = 0.0
         self.reads: list[str] = []
+        #: An AlterClientQuotas sleeps this long once, then it is back to 0.
+        self.alter_delay = 0.0
+        self.altering = threading.Event()
 
     def describe_all(self) -> dict[Entity, dict[Any, float]]:
         self.reads.append("all")
@@ -309,6 +316,12 @@ class SlowBroker(Broker):
     def describe_entity(self, entity: Entity) -> dict[Any, float]:
         self.reads.append(str(entity))
         return super().describe_entity(entity)
+
+    def alter(self, changes: Sequence[EntityChange]) -> list[EntityResult]:
+        delay, self.alter_delay = self.alter_delay, 0.0
+        self.altering.set()
+        time.sleep(delay)
+        return super().alter(changes)
 
 
 @contextlib.asynccontextmanager
@@ -361,6 +374,99 @@ def test_a_full_pass_gives_way_only_once_so_a_stream_of_changes_cannot_put_it_of
             # The second full pass ran whole (it had read its records before the second change),
             # and the second change went narrow after it.
             assert broker.reads == ["all", "users/u1", "all", "users/u1"], broker.reads
+
+    asyncio.run(run())
+
+
+class SlowOnce:
+    """Wraps a pure step of the pass: its first call in a full pass sleeps ``seconds`` first (in its thread)."""
+
+    def __init__(self, real: Callable[..., Any], seconds: float) -> None:
+        self.real, self.seconds = real, seconds
+        self.armed = False
+        self.started = threading.Event()
+
+    def __call__(self, *args: Any) -> Any:
+        full = getattr(args[0], "touched", None) is None if self.real is passes_module.decide else True
+        if self.armed and full:
+            self.armed = False
+            self.started.set()
+            time.sleep(self.seconds)
+        return self.real(*args)
+
+
+def test_a_full_pass_gives_way_to_a_change_made_while_it_decides(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Deciding over 50,000 resources takes about 2 s: it runs in a thread, and a change made
+    # meanwhile goes first instead of waiting for the decision (and act, and report) to end.
+    slow = SlowOnce(passes_module.decide, 1.5)
+    monkeypatch.setattr(passes_module, "decide", slow)
+
+    async def run() -> None:
+        async with slow_full_passes(0.0) as (broker, records, eng):
+            slow.armed = True
+            eng.trigger()
+            await asyncio.to_thread(slow.started.wait, 5)
+            records[1] = quota("q1", "u1", 300, generation=2)
+            t0 = time.monotonic()
+            eng.trigger("q1")
+            await until(lambda: broker.live[Entity.for_user("u1")] == {P: 300.0})
+            assert time.monotonic() - t0 < 1.0, "the change waited for the full pass's decision"
+            await until(lambda: broker.reads.count("all") == 2)
+            assert broker.reads[:3] == ["all", "users/u1", "all"], broker.reads
+            await until(lambda: not eng._gave_way)
+            assert reason(eng.kube, "q1") == Reason.APPLIED.value
+
+    asyncio.run(run())
+
+
+def test_a_full_pass_gives_way_after_act_once_what_it_changed_is_announced(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The full pass restores drift, then works out every resource's outcome (slowly here): a change
+    # made meanwhile goes first; the restore is already on the broker and announced, and the full
+    # pass that follows writes the statuses.
+    slow = SlowOnce(passes_module.pass_outcomes, 1.5)
+    monkeypatch.setattr(passes_module, "pass_outcomes", slow)
+
+    async def run() -> None:
+        async with slow_full_passes(0.0) as (broker, records, eng):
+            broker.live[Entity.for_user("u0")] = {P: 7.0}
+            slow.armed = True
+            eng.trigger()
+            await asyncio.to_thread(slow.started.wait, 5)
+            assert broker.live[Entity.for_user("u0")] == {P: 100.0}
+            assert any(e[2] == "DriftCorrected" for e in eng.kube.events), eng.kube.events
+            records[1] = quota("q1", "u1", 300, generation=2)
+            t0 = time.monotonic()
+            eng.trigger("q1")
+            await until(lambda: broker.live[Entity.for_user("u1")] == {P: 300.0})
+            assert time.monotonic() - t0 < 1.0, "the change waited for the full pass's outcomes"
+            await until(lambda: broker.reads.count("all") == 2)
+            assert broker.reads[:3] == ["all", "users/u1", "all"], broker.reads
+            await until(lambda: not eng._gave_way)
+            assert reason(eng.kube, "q0") == reason(eng.kube, "q1") == Reason.APPLIED.value
+            assert [e[2] for e in eng.kube.events].count("DriftCorrected") == 1, "announced once"
+
+    asyncio.run(run())
+
+
+def test_a_change_made_while_a_full_pass_alters_goes_before_its_report() -> None:
+    async def run() -> None:
+        async with slow_full_passes(0.0) as (broker, records, eng):
+            broker.live[Entity.for_user("u0")] = {P: 7.0}
+            broker.alter_delay = 0.5
+            broker.altering.clear()
+            eng.trigger()
+            await asyncio.to_thread(broker.altering.wait, 5)
+            records[1] = quota("q1", "u1", 300, generation=2)
+            eng.trigger("q1")
+            await until(lambda: broker.live[Entity.for_user("u1")] == {P: 300.0})
+            # The full pass restored u0 and announced it, then gave way: its statuses were not
+            # written before the change went (the full pass after the change wrote them).
+            assert broker.live[Entity.for_user("u0")] == {P: 100.0}
+            assert broker.reads[:2] == ["all", "users/u1"], broker.reads
+            await until(lambda: broker.reads.count("all") == 2)
+            await until(lambda: not eng._gave_way)
+            assert [e[2] for e in eng.kube.events].count("DriftCorrected") == 1
+            assert reason(eng.kube, "q0") == reason(eng.kube, "q1") == Reason.APPLIED.value
 
     asyncio.run(run())
 

@@ -110,6 +110,8 @@ class ClusterReconciler(Pass):
         self._init_report()
         self._init_pass()
         self._wake = asyncio.Event()
+        #: Set by every resource change: a full pass deciding in a worker thread waits on it too.
+        self._changed = asyncio.Event()
         self._first_trigger: float | None = None
         #: Triggers since the loop last woke (more than one: a burst, coalesced).
         self._pending = 0
@@ -152,6 +154,7 @@ class ClusterReconciler(Pass):
             self._full = True
         else:
             self._dirty.add(uid)
+            self._changed.set()
         if self._first_trigger is None:
             self._first_trigger = time.monotonic()
         self._last_trigger = time.monotonic()
@@ -264,9 +267,13 @@ class ClusterReconciler(Pass):
                 backoff = min(backoff * 2, self.settings.retry_max_seconds)
                 self._wake.set()
 
+    def _full_may_give_way(self) -> bool:
+        """Whether the full pass under way would stop for a resource change (it runs in the loop, and has not yet)."""
+        return self._looping and not self._gave_way and self._hold is None
+
     def _full_gives_way(self) -> bool:
         """Whether the full pass under way should stop for the changes that arrived meanwhile."""
-        return self._looping and bool(self._dirty) and not self._gave_way and self._hold is None
+        return bool(self._dirty) and self._full_may_give_way()
 
     async def _observe_between_drift_checks(self) -> bool:
         """A metrics reading instead of a full pass, when nothing else is due (see Pass.observe_once)."""

@@ -17,6 +17,8 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, TypeVar
 
 from kquota.domain.callback import cluster_condition
 from kquota.domain.claims import ResourceClaim
@@ -33,6 +35,8 @@ from kquota.reconcile.gather import Gather, Ledger, Observations, PassInput
 from kquota.reconcile.report import Report
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: Seconds before a transiently failed change is sent again.
 TRANSIENT_RETRY_SECONDS = 5.0
@@ -61,7 +65,17 @@ class PassReport:
 
 
 class FullPassYielded(Exception):
-    """A full pass stopped before it changed anything, so the changes waiting behind it go first."""
+    """A full pass stopped for the resource changes waiting behind it, which go first.
+
+    It stopped before it changed anything, or after what it changed was recorded and
+    announced; the next full pass does the rest.
+    """
+
+
+def _dropped(result: asyncio.Future[Any]) -> None:
+    """A given-up full pass's work ended: its result (or error) is not wanted."""
+    if not result.cancelled():
+        result.exception()
 
 
 class Pass(Gather, Report):
@@ -71,9 +85,12 @@ class Pass(Gather, Report):
     trigger: Callable[[], None]
     _wake_full: Callable[[], None]
     _last_trigger: float
-    #: Provided by the loop: whether a full pass that has changed nothing yet should give way
-    #: to resource changes that arrived while it read (see ClusterReconciler.run).
+    #: Provided by the loop: whether a full pass should give way to resource changes that
+    #: arrived while it ran (see ClusterReconciler.run), and whether it would to one.
     _full_gives_way: Callable[[], bool]
+    _full_may_give_way: Callable[[], bool]
+    #: Provided by the loop: set by every resource change.
+    _changed: asyncio.Event
 
     def _init_pass(self) -> None:
         self._rejections: dict[Entity, Rejection] = {}
@@ -103,14 +120,13 @@ class Pass(Gather, Report):
         self._observe_basis = None
         inp = await self.gather(scope)
         clock.done("gather")
-        # Reading everything (a full pass) takes long at 10,000 resources; a change that came
-        # in meanwhile goes first rather than wait for the rest of this pass, which has
-        # changed nothing yet (so giving way loses only the reads).
+        # A full pass takes long at 10,000 resources (reading, deciding, the outcomes of
+        # everything); a resource change that comes in meanwhile goes first rather than wait
+        # for the rest of it. Until act this pass has changed nothing (giving way loses only
+        # the work done); after act, only once what it changed is announced (see _report_pass).
         if inp.full and self._full_gives_way():
             raise FullPassYielded
-        decision = decide(self._decide_input(inp))
-        if inp.full and self._full_gives_way():
-            raise FullPassYielded
+        decision = await self._unless_changed(inp.full, partial(decide, self._decide_input(inp)))
         self._decided(decision)
         clock.done("decide")
         acted = await self._act(inp, decision)
@@ -120,6 +136,30 @@ class Pass(Gather, Report):
         clock.done("report", full=inp.full)
         self._log_pass(inp, report, clock.started)
         return report
+
+    async def _unless_changed(self, full: bool, work: Callable[[], T]) -> T:
+        """``work()``, pure CPU work over every resource; in a full pass that may give way, unless a change comes first.
+
+        There it runs in a worker thread, so the event loop keeps handling watch events
+        meanwhile, and a resource change made before it ends stops the pass (FullPassYielded):
+        the change goes narrow at once instead of waiting for this work (about 0.2 s at 10,000
+        resources, 2 s at 50,000). The work reads only values no one mutates in place (the
+        domain is pure, the ledger copy-on-write, the remembered entities a copy), and a
+        result no longer wanted is dropped when the thread ends.
+        """
+        if not (full and self._full_may_give_way()):
+            return work()
+        result = asyncio.ensure_future(asyncio.to_thread(work))
+        while True:
+            if self._full_gives_way():
+                result.add_done_callback(_dropped)
+                raise FullPassYielded
+            self._changed.clear()
+            changed = asyncio.ensure_future(self._changed.wait())
+            await asyncio.wait((result, changed), return_when=asyncio.FIRST_COMPLETED)
+            changed.cancel()
+            if result.done():
+                return result.result()
 
     async def _act(self, inp: PassInput, decision: Decision[ResourceClaim]) -> Acted:
         """Send the decided changes (write-ahead ledger, alter, rollback) and keep what the next pass needs."""
@@ -145,11 +185,18 @@ class Pass(Gather, Report):
         # The events go before anything else is read: a read that fails below (a broker killed
         # mid-pass) must not lose the announcement of a removal the brokers already made.
         announced = await self._pass_events(inp.live, inp.ledger, decision, acted.failed, fixed, newly_contested)
+        # What this pass changed on the brokers is in the ledger and announced: a change that came
+        # in meanwhile may go first now, and the next full pass, right after it, writes the
+        # statuses. Not when this pass holds removals: the hold is announced first.
+        may_yield = inp.full and decision.hold is None
+        if may_yield and self._full_gives_way():
+            raise FullPassYielded
         if inp.full:
             await self._repair_ledger(acted.ledger)
         seen = await self.observe(inp, decision.claimers)
         after = live_after(inp.live, decision.sendable, acted.failed.keys())
-        result = pass_outcomes(decision, self._outcome_facts(inp, seen, decision, acted, after))
+        facts = self._outcome_facts(inp, seen, decision, acted, after)
+        result = await self._unless_changed(may_yield, partial(pass_outcomes, decision, facts))
         report = await self._report(inp, seen, decision, acted, fixed, announced, result, after)
         if inp.full:
             self.last_full_at = time.monotonic()
@@ -196,6 +243,9 @@ class Pass(Gather, Report):
 
     def _decide_input(self, inp: PassInput) -> DecideInput[ResourceClaim]:
         now = time.monotonic()
+        # A full pass may decide in a worker thread while a narrow pass records what its
+        # resources claim: that one reads a copy.
+        remembered = dict(self._entities_by_uid) if inp.full else self._entities_by_uid
         return DecideInput(
             records=inp.records,
             topics=inp.topics,
@@ -205,7 +255,7 @@ class Pass(Gather, Report):
             live=inp.live,
             ledger=inp.ledger,
             touched=inp.touched,
-            remembered=self._entities_by_uid,
+            remembered=remembered,
             rejections=self._rejections,
             contested=self._contest.active(now).keys(),
             settle=Settle(now, self._last_trigger, self._deferring_since, self.settings.removal_settle),
