@@ -281,7 +281,12 @@ async def gather_limited(coros: list[Any], limit: int) -> list[Any]:
     sem = asyncio.Semaphore(limit)
 
     async def one(coro: Any) -> Any:
-        async with sem:
-            return await coro
+        try:
+            async with sem:
+                return await coro
+        finally:
+            # Cancelled while waiting for its turn (the operator stopping): the coroutine never
+            # started, and closing it keeps a "never awaited" warning per write out of the log.
+            coro.close()
 
     return await asyncio.gather(*(one(c) for c in coros), return_exceptions=True)
