@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from kquota.domain.entities import Entity
 from kquota.domain.observed import MetricsReading, Point, QuotaResource, QuotaSeries
@@ -28,7 +29,7 @@ from kquota.reconcile import passes as passes_module
 from kquota.reconcile import report as report_module
 from kquota.reconcile.engine import ClusterReconciler
 from kquota.reconcile.records import MetricsConfig
-from tests.support.engine import Broker, Kube, config, engine, quota, reason
+from tests.support.engine import Broker, Kube, client_quota, config, engine, quota, reason
 from tests.support.quotas import P
 
 
@@ -485,5 +486,32 @@ def test_an_unchanged_resource_keeps_one_outcome_the_last_full_passs() -> None:
         for uid in ("q0", "q1", "q2"):
             assert eng._rendered[uid][1] is basis.outcomes[uid]
         assert kube.statuses == statuses
+
+    asyncio.run(run())
+
+
+def test_the_resources_by_reason_gauge_follows_narrow_passes_and_deletions() -> None:
+    # Kept with each resource's reason, not recounted over all N on every narrow pass.
+    def gauge(reason_: Reason) -> float:
+        value = REGISTRY.get_sample_value("kquota_managed_resources", {"cluster": "c", "reason": reason_.value})
+        return value or 0.0
+
+    async def run() -> None:
+        broker, kube = Broker(), Kube()
+        records = [quota(f"q{i}", f"u{i}", 100 + i) for i in range(4)]
+        eng = engine(records, broker, kube)
+        await eng.reconcile_once()
+        assert gauge(Reason.APPLIED) == 4 and gauge(Reason.REJECTED) == 0
+        broker.fail_once[Entity.for_user("u1")] = "INVALID_REQUEST"
+        records[1] = quota("q1", "u1", 5, generation=2)
+        await eng.reconcile_once(frozenset({"q1"}))
+        assert (gauge(Reason.APPLIED), gauge(Reason.REJECTED)) == (3, 1)
+        records[2] = client_quota("q2", "u2", deleting=True, producerByteRate=102)
+        await eng.reconcile_once(frozenset({"q2"}))
+        del records[2]
+        await eng.reconcile_once(frozenset({"q2"}))
+        assert (gauge(Reason.APPLIED), gauge(Reason.REJECTED)) == (2, 1)
+        await eng.reconcile_once()  # a full pass counts them all again: the same
+        assert (gauge(Reason.APPLIED), gauge(Reason.REJECTED)) == (2, 1)
 
     asyncio.run(run())

@@ -131,10 +131,16 @@ def narrow(
                 if rec.ref.uid in scope or clients & touched:
                     return None
                 continue
-            entities = {e for e, _ in rec.entries}
-            if rec.ref.uid in scope or entities & touched:
+            # Per record and per narrow pass: no set built for the many that touch nothing.
+            hit = rec.ref.uid in scope
+            if not hit:
+                for entity, _ in rec.entries:
+                    if entity in touched:
+                        hit = True
+                        break
+            if hit:
                 involved.append(rec)
-                grown |= entities
+                grown.update(e for e, _ in rec.entries)
         if grown == touched:
             break
         touched = grown

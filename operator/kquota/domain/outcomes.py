@@ -131,18 +131,23 @@ def with_contest(
 # -- after act: the facts, and the chain for every resource ---------------------------------------
 
 
-def live_after(live: Quotas, sent: Iterable[EntityChange], failed: Set[Entity]) -> dict[Entity, dict[QuotaKey, float]]:
-    """The brokers' quotas after a pass, as far as kquota knows them."""
-    after = {e: dict(v) for e, v in live.items()}
+def live_after(live: Quotas, sent: Iterable[EntityChange], failed: Set[Entity]) -> Quotas:
+    """The brokers' quotas after a pass, as far as kquota knows them.
+
+    Copy on write: entities the pass did not change share their values with ``live``
+    (copying all of them was a third of a second per full pass at 50,000 resources).
+    """
+    after = dict(live)
     for change in sent:
         if change.entity in failed:
             continue
-        values = after.setdefault(change.entity, {})
+        values = dict(after.get(change.entity, {}))
         for op in change.ops:
             if op.value is None:
                 values.pop(op.key, None)
             else:
                 values[op.key] = op.value
+        after[change.entity] = values
     return after
 
 

@@ -101,6 +101,8 @@ class Pass(Gather, Report):
         #: The entities each resource claimed when last seen (a narrow pass also covers what it used to claim).
         self._entities_by_uid: dict[str, frozenset[Entity]] = {}
         self._reasons: dict[str, Reason] = {}
+        #: How many resources have each reason (kept with _reasons: a narrow pass must not count all N).
+        self._reason_counts: dict[Reason, int] = dict.fromkeys(Reason, 0)
         s = self.settings
         self._limits = GuardLimits(
             s.deletion_guard, s.deletion_guard_percent, s.deletion_guard_max, s.deletion_guard_min
@@ -403,6 +405,7 @@ class Pass(Gather, Report):
         if full:
             self._entities_by_uid = {}
             self._reasons.clear()
+            self._reason_counts = dict.fromkeys(Reason, 0)
         for rec in claimers:
             if rec.error is not None:
                 # An invalid spec names nothing: remember what it named when it was
@@ -410,14 +413,17 @@ class Pass(Gather, Report):
                 self._entities_by_uid[rec.ref.uid] = before.get(rec.ref.uid, frozenset())
             else:
                 self._entities_by_uid[rec.ref.uid] = frozenset(e for e, _ in rec.entries)
+        counts = self._reason_counts
         for rec in records:
-            out = outcomes.get(rec.ref.uid)
+            uid = rec.ref.uid
+            out = outcomes.get(uid)
+            if out is None and not rec.deleting:
+                continue
+            old = self._reasons.pop(uid, None)
+            if old is not None:
+                counts[old] -= 1
             if out is not None:
-                self._reasons[rec.ref.uid] = out.reason
-            elif rec.deleting:
-                self._reasons.pop(rec.ref.uid, None)
-        counts: dict[str, int] = {r.value: 0 for r in Reason}
-        for reason in self._reasons.values():
-            counts[reason.value] += 1
-        for reason_name, n in counts.items():
-            metrics.RESOURCES.labels(self.name, reason_name).set(n)
+                self._reasons[uid] = out.reason
+                counts[out.reason] += 1
+        for reason, n in counts.items():
+            metrics.RESOURCES.labels(self.name, reason.value).set(n)
