@@ -515,3 +515,36 @@ def test_the_resources_by_reason_gauge_follows_narrow_passes_and_deletions() -> 
         assert (gauge(Reason.APPLIED), gauge(Reason.REJECTED)) == (2, 1)
 
     asyncio.run(run())
+
+
+def test_status_writes_are_counted_as_each_lands_not_when_the_batch_ends() -> None:
+    def count() -> float:
+        return REGISTRY.get_sample_value("kquota_status_writes_total", {"cluster": "c"}) or 0.0
+
+    class SlowKube(Kube):
+        """The first two status writes land at once, the others wait for ``gate``."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.gate = asyncio.Event()
+            self.landed = 0
+
+        async def patch_status(self, ref: Any, status: Any) -> bool:
+            if ref.name != "c" and self.landed >= 2:
+                await self.gate.wait()
+            self.landed += ref.name != "c"
+            return await super().patch_status(ref, status)
+
+    async def run() -> None:
+        broker, kube = Broker(), SlowKube()
+        eng = engine([quota(f"q{i}", f"u{i}", 100 + i) for i in range(5)], broker, kube)
+        before = count()
+        pass_ = asyncio.ensure_future(eng.reconcile_once())
+        await until(lambda: kube.landed == 2)
+        await asyncio.sleep(0.05)
+        assert count() - before == 2, "the writes that landed are not counted yet"
+        kube.gate.set()
+        await pass_
+        assert count() - before == 5
+
+    asyncio.run(run())
