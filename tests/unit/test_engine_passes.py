@@ -396,6 +396,18 @@ class SlowOnce:
         return self.real(*args)
 
 
+async def change_goes_first(broker: SlowBroker, records: list[Any], eng: ClusterReconciler, step: str) -> None:
+    """q1 changes while the full pass is in its slow ``step``: it lands at once, then the full pass runs whole."""
+    records[1] = quota("q1", "u1", 300, generation=2)
+    t0 = time.monotonic()
+    eng.trigger("q1")
+    await until(lambda: broker.live[Entity.for_user("u1")] == {P: 300.0})
+    assert time.monotonic() - t0 < 1.0, f"the change waited for the full pass's {step}"
+    await until(lambda: broker.reads.count("all") == 2)
+    assert broker.reads[:3] == ["all", "users/u1", "all"], broker.reads
+    await until(lambda: not eng._gave_way)
+
+
 def test_a_full_pass_gives_way_to_a_change_made_while_it_decides(monkeypatch: pytest.MonkeyPatch) -> None:
     # Deciding over 50,000 resources takes about 2 s: it runs in a thread, and a change made
     # meanwhile goes first instead of waiting for the decision (and act, and report) to end.
@@ -407,14 +419,7 @@ def test_a_full_pass_gives_way_to_a_change_made_while_it_decides(monkeypatch: py
             slow.armed = True
             eng.trigger()
             await asyncio.to_thread(slow.started.wait, 5)
-            records[1] = quota("q1", "u1", 300, generation=2)
-            t0 = time.monotonic()
-            eng.trigger("q1")
-            await until(lambda: broker.live[Entity.for_user("u1")] == {P: 300.0})
-            assert time.monotonic() - t0 < 1.0, "the change waited for the full pass's decision"
-            await until(lambda: broker.reads.count("all") == 2)
-            assert broker.reads[:3] == ["all", "users/u1", "all"], broker.reads
-            await until(lambda: not eng._gave_way)
+            await change_goes_first(broker, records, eng, "decision")
             assert reason(eng.kube, "q1") == Reason.APPLIED.value
 
     asyncio.run(run())
@@ -435,14 +440,7 @@ def test_a_full_pass_gives_way_after_act_once_what_it_changed_is_announced(monke
             await asyncio.to_thread(slow.started.wait, 5)
             assert broker.live[Entity.for_user("u0")] == {P: 100.0}
             assert any(e[2] == "DriftCorrected" for e in eng.kube.events), eng.kube.events
-            records[1] = quota("q1", "u1", 300, generation=2)
-            t0 = time.monotonic()
-            eng.trigger("q1")
-            await until(lambda: broker.live[Entity.for_user("u1")] == {P: 300.0})
-            assert time.monotonic() - t0 < 1.0, "the change waited for the full pass's outcomes"
-            await until(lambda: broker.reads.count("all") == 2)
-            assert broker.reads[:3] == ["all", "users/u1", "all"], broker.reads
-            await until(lambda: not eng._gave_way)
+            await change_goes_first(broker, records, eng, "outcomes")
             assert reason(eng.kube, "q0") == reason(eng.kube, "q1") == Reason.APPLIED.value
             assert [e[2] for e in eng.kube.events].count("DriftCorrected") == 1, "announced once"
 
