@@ -126,8 +126,6 @@ class Pass(Gather, Report):
         # everything); a resource change that comes in meanwhile goes first rather than wait
         # for the rest of it. Until act this pass has changed nothing (giving way loses only
         # the work done); after act, only once what it changed is announced (see _report_pass).
-        if inp.full and self._full_gives_way():
-            raise FullPassYielded
         decision = await self._unless_changed(inp.full, partial(decide, self._decide_input(inp)))
         self._decided(decision)
         clock.done("decide")
@@ -151,17 +149,19 @@ class Pass(Gather, Report):
         """
         if not (full and self._full_may_give_way()):
             return work()
+        if self._full_gives_way():
+            raise FullPassYielded
         result = asyncio.ensure_future(asyncio.to_thread(work))
         while True:
-            if self._full_gives_way():
-                result.add_done_callback(_dropped)
-                raise FullPassYielded
             self._changed.clear()
             changed = asyncio.ensure_future(self._changed.wait())
             await asyncio.wait((result, changed), return_when=asyncio.FIRST_COMPLETED)
             changed.cancel()
             if result.done():
                 return result.result()
+            if self._full_gives_way():
+                result.add_done_callback(_dropped)
+                raise FullPassYielded
 
     async def _act(self, inp: PassInput, decision: Decision[ResourceClaim]) -> Acted:
         """Send the decided changes (write-ahead ledger, alter, rollback) and keep what the next pass needs."""
