@@ -172,6 +172,8 @@ class Pass(Gather, Report):
             inp.ledger,
             decision,
             time.monotonic() + self.settings.rejected_retry_seconds,
+            # Kept at once: an alter that raises may have applied what was recorded ahead.
+            ahead=self._keep_ledger,
         )
         self._acted(inp, acted)
         return acted
@@ -278,6 +280,9 @@ class Pass(Gather, Report):
         if decision.approved is not None:
             hold = decision.approved
             log.warning("cluster %s: %d removals approved (%s=%s)", self.name, hold.count, APPROVAL_ANNOTATION, hold.id)
+
+    def _keep_ledger(self, ledger: Ledger) -> None:
+        self._ledger = ledger
 
     def _acted(self, inp: PassInput, acted: Acted) -> None:
         self._ledger = acted.ledger
