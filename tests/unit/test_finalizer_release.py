@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.plan import EntityChange
 from kquota.handlers import operator as handlers
 from kquota.kafka.errors import EntityResult, KafkaNotAuthorized, KafkaUnavailable
@@ -144,5 +145,51 @@ def test_through_the_loop_the_delete_handler_returns_only_once_the_key_is_gone(m
             loop.cancel()
             await asyncio.gather(loop, return_exceptions=True)
             eng.close()
+
+    asyncio.run(run())
+
+
+class LaggingImage(Broker):
+    """A broker whose DescribeClientQuotas answers from a metadata image that has not caught up yet.
+
+    In KRaft the controller commits an AlterClientQuotas before the answering broker's image has
+    it (tests/e2e/test_acls.py waits for that too); on a starved machine the catch-up takes seconds.
+    ``live`` is what the controller committed; ``image`` what a describe sees until ``catch_up``.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.image: dict[Entity, dict[QuotaKey, float]] = {}
+
+    def catch_up(self) -> None:
+        self.image = {e: dict(v) for e, v in self.live.items()}
+
+    def describe_all(self) -> dict[Entity, dict[QuotaKey, float]]:
+        self.described_all += 1
+        return {e: dict(v) for e, v in self.image.items()}
+
+    def describe_entity(self, entity: Entity) -> dict[QuotaKey, float]:
+        self.described.append(entity)
+        return dict(self.image.get(entity, {}))
+
+
+def test_a_deletion_read_before_the_brokers_image_caught_up_still_removes_the_key() -> None:
+    """A resource deleted right after its key was set: the pass reads a broker that does not show the
+    key yet. Forgetting it as already gone released the finalizer, and the key then appeared on the
+    broker, owned by no one; the removal is sent anyway (removing an unset key changes nothing)."""
+
+    async def run() -> None:
+        broker, kube = LaggingImage(), Kube()
+        records = [client_quota("q", "alice", producerByteRate=1000)]
+        eng = _engine(broker, kube, records)
+        await eng.reconcile_once()
+        assert broker.live[ALICE] == {P: 1000.0} and ALICE not in broker.image
+        records[0] = client_quota("q", "alice", deleting=True, producerByteRate=1000)
+        waiting = await _pass_while_waiting(eng, "q")
+        broker.catch_up()
+        assert ALICE not in broker.live, "the finalizer's pass left the key on the broker"
+        await asyncio.wait_for(waiting, 1)
+        removed = [e[3] for e in kube.events if e[2] == "QuotaRemoved"]
+        assert len(removed) == 1 and "producer_byte_rate on users/alice" in removed[0], kube.events
 
     asyncio.run(run())

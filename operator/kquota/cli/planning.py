@@ -124,6 +124,9 @@ def rows_of(
                     if op.key in owned.get(change.entity, {})
                     else "unmanaged policy Adopt: no resource sets it"
                 )
+                if old is None:
+                    # The operator sends it all the same (the brokers' answer may lag), then forgets it.
+                    note = f"{note}; not on the brokers as read (the removal changes nothing there)"
                 if hold is not None and (change.entity, op.key) in hold.keys:
                     note = f"{note}; held by the mass-removal guard until approved (id {hold.id})"
                     rows.append(Row(Action.HELD, change.entity, op.key, old, None, None, note))
