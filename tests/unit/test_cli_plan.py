@@ -16,7 +16,7 @@ from kquota.cli import common
 from kquota.cli import plan as plan_cmd
 from kquota.cli.claims import overlay, select, topics_of
 from kquota.cli.main import main
-from kquota.cli.plan import render_text, to_json
+from kquota.cli.plan import render_text, summary, to_json
 from kquota.cli.planning import Action, make_report, shown_changes
 from kquota.cli.target import Target
 from kquota.cli.term import Term
@@ -509,9 +509,12 @@ def test_adopt_over_many_hand_made_quotas_is_held_until_approved() -> None:
     target = Target(CONN, cluster="prod", ledger={}, claimants=[], policy=UnmanagedPolicy.ADOPT)
     report, _ = make_report(target, [], live)
     assert {r.action for r in report.rows} == {Action.HELD}
-    assert report.exit_code() == common.OK, "held removals do not happen"
+    # Not "no changes" (0) nor "changes" (2): nothing is removed until someone approves (#33).
+    assert report.exit_code() == common.HELD == 3
     (note,) = [n for n in report.notes if "removals held" in n]
     hold = note.rsplit("kquota.io/approve-removals=", 1)[1].split()[0]
+    assert report.approval == f"kubectl annotate kafkacluster prod kquota.io/approve-removals={hold} --overwrite"
+    assert summary(report).startswith("No change goes through until the held removals are approved.")
     approved, _ = make_report(replace(target, approval=hold), [], live)
     assert {r.action for r in approved.rows} == {Action.REMOVE} and approved.exit_code() == common.CHANGES
 
