@@ -80,6 +80,46 @@ def reason_of(stack: Stack, ns: str, name: str, kind: str = "clientquota") -> st
     return str(condition(obj(stack, kind, ns, name)).get("reason", ""))
 
 
+def test_deleting_a_running_kafkacluster_says_cluster_not_found_and_a_deletion_then_keeps_its_key(
+    stack: Stack,
+) -> None:
+    """Finding 1: within seconds of `kubectl delete kafkacluster`, its resources say ClusterNotFound;
+    deleting one of them then completes at once with a QuotaKept event, and its key stays."""
+    ns, cluster = stack.new_namespace(), uniq("doomed")
+    users = [uniq("kept"), uniq("stays")]
+    stack.kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest(cluster, stack.kafka.bootstrap))
+    apply(
+        stack.kube,
+        *(
+            client_quota(ns, f"q{i}", {"user": {"name": u}}, {"producerByteRate": 3000 + i}, cluster=cluster)
+            for i, u in enumerate(users)
+        ),
+    )
+    wait_for(lambda: all(reason_of(stack, ns, f"q{i}") == "Applied" for i in range(2)), 60, "both Applied",
+             on_timeout=stack.operator.log)  # fmt: skip
+
+    started = time.monotonic()
+    stack.kube.kubectl("delete", "kafkacluster", cluster, "--timeout=60s")
+    deleted = time.monotonic() - started
+    wait_for(lambda: all(reason_of(stack, ns, f"q{i}") == "ClusterNotFound" for i in range(2)), 20,
+             "ClusterNotFound on both", on_timeout=stack.operator.log)  # fmt: skip
+    said = time.monotonic() - started
+    print(f"\nKafkaCluster deleted in {deleted:.1f}s; ClusterNotFound {said:.1f}s after the delete")
+
+    stack.kube.kubectl("delete", "clientquota", "q0", "-n", ns, "--wait=false")
+    wait_for(lambda: obj(stack, "clientquota", ns, "q0") is None, 20, "the deletion done",
+             on_timeout=stack.operator.log)  # fmt: skip
+    (kept,) = events(stack, ns, "QuotaKept", "q0")
+    assert f"KafkaCluster {cluster!r} does not exist" in kept["message"]
+    assert kept["type"] == "Warning"
+    # Kept on purpose, and said so: the ledger has it, the broker keeps it.
+    live = stack.broker_quotas()
+    assert live[Entity.for_user(users[0])] == {P: 3000.0}
+    assert live[Entity.for_user(users[1])] == {P: 3001.0}
+    log = stack.operator.log()
+    assert "quota not yet removed from the brokers: \n" not in log and "brokers: \n" not in log
+
+
 def new_cluster(stack: Stack, prefix: str) -> str:
     """A KafkaCluster of this test's own on the session broker: the guard's share counts its keys only."""
     cluster = uniq(prefix)
