@@ -33,8 +33,11 @@ from harness.stack import Stack, start_stack, stop_stack
 from kquota.cli.main import main
 from kquota.domain.entities import Entity
 from kquota.domain.guard import APPROVAL_ANNOTATION
+from kquota.domain.plan import EntityChange, QuotaOp
+from kquota.kafka.admin import QuotaAdmin
+from kquota.kafka.settings import ConnectionSettings
 from tests.support.names import uniq
-from tests.support.quotas import P, R
+from tests.support.quotas import C, P, R
 
 pytestmark = pytest.mark.e2e
 
@@ -309,3 +312,47 @@ def test_a_held_prune_says_so_on_each_resource_and_kquota_plan_foretells_it(stac
 def _cluster_events(stack: Stack, cluster: str) -> list[dict[str, Any]]:
     items = json.loads(stack.kube.kubectl("get", "events", "-n", "default", "-o", "json").stdout)["items"]
     return [e for e in items if e.get("involvedObject", {}).get("name") == cluster]
+
+
+def test_an_adopt_removal_is_blamed_on_adopt_not_on_the_clientquota_naming_the_entity(
+    stack: Stack, tmp_path: Path
+) -> None:
+    """Finding 3: with users/zoe consumer_byte_rate set by hand and a ClientQuota setting only zoe's
+    producerByteRate, switching to Adopt removed the hand-set key with a QuotaRemoved event on the
+    ClientQuota saying it 'no longer sets it'. Adopt takes every unowned key of a broker, so this
+    test has a broker of its own (the session broker carries other modules' keys)."""
+    started = time.monotonic()
+    own = KafkaCluster.start(tmp_path / "kafka")
+    print(f"\nown broker started in {time.monotonic() - started:.1f}s")
+    ns, cluster, zoe = stack.new_namespace(), uniq("adopt"), uniq("zoe")
+    entity = Entity.for_user(zoe)
+    admin = QuotaAdmin(ConnectionSettings(bootstrap_servers=own.bootstrap))
+    try:
+        assert all(r.ok for r in admin.alter([EntityChange(entity, (QuotaOp(C, 2048.0),))]))
+        stack.kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest(cluster, own.bootstrap))
+        apply(stack.kube, client_quota(ns, "zoe", {"user": {"name": zoe}}, {"producerByteRate": 1000}, cluster=cluster))
+        wait_for(lambda: reason_of(stack, ns, "zoe") == "Applied", 60, "Applied", on_timeout=stack.operator.log)
+        wait_for(lambda: admin.describe_all().get(entity) == {P: 1000.0, C: 2048.0}, 30, "both keys on the broker")
+        adopt = {"unmanaged": {"policy": "Adopt"}}
+        stack.kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest(cluster, own.bootstrap, adopt))
+        wait_for(lambda: admin.describe_all().get(entity) == {P: 1000.0}, 60, "the hand-set key adopted and removed",
+                 on_timeout=stack.operator.log)  # fmt: skip
+
+        def removal() -> dict[str, Any] | None:
+            found = [
+                e
+                for e in _cluster_events(stack, cluster) + events(stack, ns, "QuotaRemoved")
+                if e.get("reason") == "QuotaRemoved" and f"consumer_byte_rate on users/{zoe}" in e.get("message", "")
+            ]
+            return found[0] if found else None
+
+        event = wait_for(removal, 30, "the QuotaRemoved event")
+        assert event["involvedObject"]["kind"] == "KafkaCluster", event
+        assert event["type"] == "Warning"
+        assert "unmanaged.policy Adopt" in event["message"] and "no longer sets it" not in event["message"]
+        assert not events(stack, ns, "QuotaRemoved", "zoe"), "nothing blamed on the ClientQuota"
+    finally:
+        stack.kube.kubectl("delete", "clientquota", "--all", "-n", ns, "--timeout=60s", check=False)
+        stack.kube.kubectl("delete", "kafkacluster", cluster, "--timeout=30s", check=False)
+        admin.close()
+        own.stop()

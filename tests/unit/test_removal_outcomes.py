@@ -15,10 +15,11 @@ from typing import Any
 
 from kquota.domain.entities import Entity
 from kquota.domain.guard import APPROVAL_ANNOTATION
+from kquota.domain.plan import UnmanagedPolicy
 from kquota.domain.status import Reason
 from kquota.reconcile.engine import ClusterReconciler
-from tests.support.engine import Broker, Kube, client_quota, engine, reason
-from tests.support.quotas import ALICE, P, R
+from tests.support.engine import Broker, Kube, client_quota, config, engine, reason
+from tests.support.quotas import ALICE, C, P, R
 
 GUARD = {"deletion_guard": True, "deletion_guard_percent": 30.0, "deletion_guard_min": 10, "coalesce_seconds": 0}
 
@@ -149,6 +150,29 @@ def test_a_change_while_removals_are_held_keeps_the_hold_in_force_and_on_the_kaf
         assert hold.id in cluster["DeletionGuard"]["message"]
         assert len([e for e in kube.events if e[2] == "DeletionGuard"]) == 1
         assert reason(kube, "q0") == "RemovalHeld"
+
+    asyncio.run(run())
+
+
+def test_an_adopt_removal_is_blamed_on_adopt_not_on_the_resource_naming_the_entity() -> None:
+    """Finding 3: zoe's hand-set consumer_byte_rate, removed by Adopt, was said to be removed because
+    the ClientQuota naming users/zoe 'no longer sets it'."""
+
+    async def run() -> None:
+        broker, kube = Broker(), Kube()
+        zoe = Entity.for_user("zoe")
+        broker.live[zoe] = {C: 2048.0}
+        records = [client_quota("zoe", "zoe", producerByteRate=1000)]
+        eng = engine(records, broker, kube)
+        await eng.reconcile_once()
+        assert broker.live[zoe] == {P: 1000.0, C: 2048.0}
+        eng._cluster = _returning(config(policy=UnmanagedPolicy.ADOPT))
+        await eng.reconcile_once()
+        assert broker.live[zoe] == {P: 1000.0}
+        (removed,) = [e for e in kube.events if e[2] == "QuotaRemoved"]
+        assert removed[:2] == ("c", "Warning"), "on the KafkaCluster, not on the ClientQuota"
+        assert "consumer_byte_rate on users/zoe (was 2048)" in removed[3]
+        assert "unmanaged.policy Adopt" in removed[3] and "no longer sets it" not in removed[3]
 
     asyncio.run(run())
 

@@ -252,6 +252,9 @@ class Events:
         rec = deleting.get((entity, key))
         if rec is not None:
             return rec, f"{rec.ref} is being deleted", False
+        if key not in owned_before.get(entity, {}) and (entity, key) not in vanished:
+            # Never kquota's: only Adopt removes such a key, whichever resource names the entity.
+            return None, f"KafkaCluster {self.name} has unmanaged.policy Adopt and no resource sets it", True
         rec = held.get(entity)
         if rec is not None:
             return rec, f"{rec.ref} no longer sets it", False
