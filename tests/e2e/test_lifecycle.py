@@ -356,3 +356,47 @@ def test_an_adopt_removal_is_blamed_on_adopt_not_on_the_clientquota_naming_the_e
         stack.kube.kubectl("delete", "kafkacluster", cluster, "--timeout=30s", check=False)
         admin.close()
         own.stop()
+
+
+def cli(*args: str) -> tuple[int, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return code, out.getvalue() + err.getvalue()
+
+
+def test_explain_agrees_with_plan_and_the_operator_on_a_kept_key(stack: Stack, tmp_path: Path) -> None:
+    """Finding 6: a key a refused resource keeps (tenancy) was "to be removed" in `kquota explain`
+    while `kquota plan` said keep and the operator kept it."""
+    ns, cluster, user = stack.new_namespace(), new_cluster(stack, "kept"), uniq("legacy")
+    doc = client_quota(ns, "legacy", {"user": {"name": user}}, {"producerByteRate": 5000}, cluster=cluster)
+    manifest = tmp_path / "legacy.yaml"
+    manifest.write_text(json.dumps(doc))
+    try:
+        apply(stack.kube, doc)
+        wait_for(lambda: reason_of(stack, ns, "legacy") == "Applied", 60, "Applied", on_timeout=stack.operator.log)
+        grants = {"tenancy": {"grants": [{"namespaces": [ns], "users": ["team-*"]}]}}
+        stack.kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest(cluster, stack.kafka.bootstrap, grants))
+        wait_for(lambda: reason_of(stack, ns, "legacy") == "NotPermitted", 60, "NotPermitted",
+                 on_timeout=stack.operator.log)  # fmt: skip
+        assert stack.broker_quotas()[Entity.for_user(user)] == {P: 5000.0}, "the operator keeps it"
+        where = [
+            "--cluster",
+            cluster,
+            "--kubeconfig",
+            str(stack.kube.kubeconfig),
+            "--ledger-namespace",
+            LEDGER_NAMESPACE,
+        ]
+        code, text = cli("plan", "-f", str(manifest), *where, "-o", "json")
+        assert code == 0, text
+        rows = [(r["action"], r["key"]) for r in json.loads(text)["rows"] if r["entity"]["path"] == f"users/{user}"]
+        assert rows == [("keep", "producer_byte_rate")], rows
+        code, text = cli("explain", "--user", user, *where, "-o", "json")
+        assert code == 0, text
+        (key,) = [k for k in json.loads(text)["keys"] if k["key"] == "producer_byte_rate"]
+        assert key["owner"]["state"] == "kept", key
+        assert "to be removed" not in text
+    finally:
+        stack.kube.kubectl("delete", "clientquota", "--all", "-n", ns, "--timeout=60s", check=False)
+        stack.kube.kubectl("delete", "kafkacluster", cluster, "--timeout=30s", check=False)
