@@ -64,7 +64,7 @@ RELEASES = {
 
 def java21() -> str:
     """A ``java`` of version 21 or later (Strimzi's generator needs it); the machine's newest JDK."""
-    candidates = [shutil.which("java") or ""] + sorted(str(p) for p in Path("/usr/lib/jvm").glob("*/bin/java"))
+    candidates = [shutil.which("java") or "", *sorted(str(p) for p in Path("/usr/lib/jvm").glob("*/bin/java"))]
     best: tuple[int, str] | None = None
     for java in candidates:
         if not java:
