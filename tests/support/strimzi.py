@@ -355,7 +355,6 @@ class StrimziKafka:
         cert: Any = None,
     ) -> str:
         """A KafkaUser as the User Operator leaves it (status, Secret); returns the Secret's name."""
-        ns = self.watched_namespace
         spec: dict[str, Any] = {}
         if auth is not None:
             spec["authentication"] = {"type": auth}
@@ -366,11 +365,21 @@ class StrimziKafka:
             {
                 "apiVersion": f"{GROUP}/{self.version}",
                 "kind": "KafkaUser",
-                "metadata": {"namespace": ns, "name": name, "labels": {"strimzi.io/cluster": self.name}},
+                "metadata": {
+                    "namespace": self.watched_namespace,
+                    "name": name,
+                    "labels": {"strimzi.io/cluster": self.name},
+                },
                 "spec": spec,
             },
         )
+        return self.answer_kafka_user(name, password, cert)
+
+    def answer_kafka_user(self, name: str, password: str | None = None, cert: Any = None) -> str:
+        """What the User Operator writes for an existing KafkaUser: its status and its Secret (the Secret's name)."""
+        ns = self.watched_namespace
         ku = get(self.kube, f"kafkausers.{GROUP}", ns, name)
+        auth = ((ku.get("spec") or {}).get("authentication") or {}).get("type")
         secret_name = f"{self.secret_prefix}{name}"
         username = f"CN={name}" if auth in ("tls", "tls-external") else name
         set_status(
