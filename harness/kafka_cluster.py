@@ -199,25 +199,14 @@ def ensure_kafka(version: str = DEFAULT_VERSION) -> Path:
         # Built next to its final place (same filesystem) so publish is a rename.
         tmp = Path(tempfile.mkdtemp(prefix=f".kafka-{version}-", dir=cache.root()))
         try:
-            (tmp / "pom.xml").write_text(_pom(version))
-            procs.run_checked(
-                [
-                    "mvn",
-                    "-q",
-                    "-B",
-                    "-f",
-                    str(tmp / "pom.xml"),
-                    "dependency:copy-dependencies",
-                    f"-DoutputDirectory={tmp / 'lib'}",
-                ],
+            procs.maven_dependencies(
+                _pom(version),
+                tmp,
                 what=f"downloading Kafka {version} from Maven Central",
                 log=cache.root() / "logs" / f"kafka-{version}-download.log",
-                cwd=tmp,
-                timeout=1800,
             )
             # The agent is a shaded jar: keep it off the broker's classpath.
             (tmp / "lib" / agent_jar(tmp).name).rename(agent_jar(tmp))
-            (tmp / "pom.xml").unlink()
             if not any((tmp / "lib").glob(f"kafka_2.13-{version}.jar")):
                 raise procs.ComponentError(f"Kafka {version}: core jar missing after download")
             cache.publish_dir(tmp, home)

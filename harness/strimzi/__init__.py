@@ -110,21 +110,11 @@ def crds(version: str = "1.2.0") -> Path:
         tmp = Path(tempfile.mkdtemp(prefix=f".strimzi-crds-{version}-", dir=cache.root()))
         logs = cache.root() / "logs"
         try:
-            (tmp / "pom.xml").write_text(_pom(version))
-            procs.run_checked(
-                [
-                    "mvn",
-                    "-q",
-                    "-B",
-                    "-f",
-                    str(tmp / "pom.xml"),
-                    "dependency:copy-dependencies",
-                    f"-DoutputDirectory={tmp / 'lib'}",
-                ],
+            lib = procs.maven_dependencies(
+                _pom(version),
+                tmp,
                 what=f"downloading Strimzi {version}'s API model from Maven Central",
                 log=logs / f"strimzi-{version}-download.log",
-                cwd=tmp,
-                timeout=1800,
             )
             java = java21()
             for model, args, out in (
@@ -147,8 +137,7 @@ def crds(version: str = "1.2.0") -> Path:
                     cwd=tmp,
                     timeout=600,
                 )
-            shutil.rmtree(tmp / "lib")
-            (tmp / "pom.xml").unlink()
+            shutil.rmtree(lib)
             cache.publish_dir(tmp, home)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
