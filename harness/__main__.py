@@ -7,6 +7,8 @@ soak      the seeded chaos soak (``--seed 1 --faults 100``; harness/soak/)
 kafka     run a Kafka cluster until Ctrl-C (``--brokers 3`` for three; ``--version 3.9.2 --zookeeper``
           for a 3.x cluster in ZooKeeper mode)
 demo      the local stack, the operator and the examples (``make demo``)
+starve    run a command beside CPU hogs, twice as many as the cores (``starve -- pytest ...``;
+          ``make test-stress``, ``make soak STARVE=1``)
 """
 
 from __future__ import annotations
@@ -161,6 +163,12 @@ def _soak(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    raw = sys.argv[1:] if argv is None else argv
+    if raw[:1] == ["starve"]:
+        # Everything after `--` is the command: not for argparse.
+        from harness import starve
+
+        return starve.main(raw[1:])
     parser = argparse.ArgumentParser(
         prog="python -m harness", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
