@@ -3,7 +3,8 @@
 kafka-python reports most connection failures as "Unable to bootstrap" or a
 bare connection error. This module turns them into ``KafkaTlsFailed`` (with
 OpenSSL's reason and what to check), ``KafkaAuthenticationFailed`` (a SASL
-refusal, which kafka-python only logs) or plain ``KafkaUnavailable``, and makes
+refusal, which kafka-python only logs), ``KafkaLoginUnconfirmed`` (no connection
+with SASL credentials and no refusal seen) or plain ``KafkaUnavailable``, and makes
 sure no message carries the SASL password.
 """
 
@@ -15,7 +16,7 @@ from typing import Final, TypeGuard
 
 import kafka.errors as kafka_errors
 
-from kquota.kafka.errors import KafkaAuthenticationFailed, KafkaTlsFailed, KafkaUnavailable
+from kquota.kafka.errors import KafkaAuthenticationFailed, KafkaLoginUnconfirmed, KafkaTlsFailed, KafkaUnavailable
 from kquota.kafka.settings import ConnectionSettings
 
 
@@ -115,7 +116,6 @@ def unavailable(
     detail = str(exc)
     if not detail.startswith(type(exc).__name__):
         detail = f"{type(exc).__name__}: {detail}"
-    hint = ""
     if s.sasl_mechanism and what.startswith("cannot connect"):
         # kafka-python does not always surface a SASL refusal as such (the
         # broker closes the socket): say what the likely causes are.
@@ -123,7 +123,8 @@ def unavailable(
             f"; if the brokers are up, check the {s.sasl_mechanism} credentials of user "
             f"{s.sasl_username!r} (possibly refused authentication)"
         )
-    return KafkaUnavailable(scrub(s, f"{what}: {s.bootstrap_servers} ({s.security_protocol}): {detail}{hint}"))
+        return KafkaLoginUnconfirmed(scrub(s, f"{what}: {s.bootstrap_servers} ({s.security_protocol}): {detail}{hint}"))
+    return KafkaUnavailable(scrub(s, f"{what}: {s.bootstrap_servers} ({s.security_protocol}): {detail}"))
 
 
 def principal(settings: ConnectionSettings) -> str:
