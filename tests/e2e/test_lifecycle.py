@@ -467,9 +467,8 @@ def test_a_wrong_scram_password_is_stalled_after_three_refusals_and_a_fixed_secr
     ended only at its timeout. Refused the same way 3 times in a row (shipped default) it is Stalled,
     reason AuthenticationFailed, with the brokers' refusal; not at the first refusal (a rotation may
     refuse the old password for a moment); still retried, so the corrected Secret recovers by itself."""
-    ns, cluster, user, target = stack.new_namespace(), uniq("refused"), uniq("kquota-op"), uniq("app")
-    password = f"S3cret-{secrets.token_hex(12)}"
-    stack.kafka.create_scram_user(user, password, mechanism="SCRAM-SHA-512")
+    ns, cluster, target = stack.new_namespace(), uniq("refused"), uniq("app")
+    user, password = stack.kafka.admin_user, stack.kafka.admin_password
     secret = uniq("creds")
     sasl = scram_security(stack.kube, secret, user, f"Wr0ng-{secrets.token_hex(12)}")
     stack.kube.kubectl(

@@ -126,6 +126,8 @@ class ClusterReconciler(Pass):
         #: The reason of the failed passes last sent as an event (None: a pass has succeeded since): one event
         #: per failure, not one per retry.
         self._failure_announced: Reason | None = None
+        #: Triggers ever (a resource or the KafkaCluster changed): see _unavailable_said.
+        self._triggers = 0
         #: Refused logins in a row (AuthenticationFailed after settings.auth_failures_to_stall).
         self._refusals = Refusals(settings.auth_failures_to_stall)
         # Narrow passes: the resources changed since the last pass, and whether a full pass is due anyway.
@@ -164,6 +166,7 @@ class ClusterReconciler(Pass):
         else:
             self._dirty.add(uid)
             self._changed.set()
+        self._triggers += 1
         if self._first_trigger is None:
             self._first_trigger = time.monotonic()
         self._last_trigger = time.monotonic()
@@ -409,18 +412,27 @@ class ClusterReconciler(Pass):
             await self.kube.event(ref, "Warning", reason.value, message)
 
     async def _report_unavailable(self, reason: Reason, message: str) -> None:
-        try:
-            records = [r for r in self._every_record() if not r.deleting]
-        except Exception:  # the failure may be the listing itself: the KafkaCluster still says it
-            log.warning("cluster %s: cannot list its resources to report %s", self.name, reason.value, exc_info=True)
-            records = []
         await self._write_cluster_status(reason, message, None)
         for waiters in self._release_waiters.values():
             for fut in waiters:
                 if not fut.done():
                     fut.set_exception(KafkaUnavailable(message))
         self._release_waiters.clear()
+        said = (reason, message, self._triggers)
+        if said == self._unavailable_said:
+            # Said on every resource already, and none has changed since: while the brokers give no
+            # answer this comes every few seconds, and looking at 10,000 statuses costs 0.1 s of CPU.
+            return
+        self._unavailable_said = None
+        try:
+            records = [r for r in self._every_record() if not r.deleting]
+        except Exception:  # the failure may be the listing itself: the KafkaCluster still says it
+            log.warning("cluster %s: cannot list its resources to report %s", self.name, reason.value, exc_info=True)
+            return
         try:
             await self._write_statuses(records, unavailable(records, reason, message))
         except Exception:
             log.warning("cluster %s: could not report %s in status", self.name, reason.value, exc_info=True)
+            return
+        if not self._status_write_errors:
+            self._unavailable_said = said
