@@ -19,7 +19,7 @@ import pytest
 
 from kquota.domain import outcomes
 from kquota.domain.status import STALLED, Reason
-from kquota.kafka.errors import KafkaAuthenticationFailed, KafkaLoginUnconfirmed, KafkaUnavailable
+from kquota.kafka.errors import KafkaAuthenticationFailed, KafkaRefusalUnconfirmed, KafkaUnavailable
 from kquota.kafka.settings import ConnectionSettings
 from kquota.reconcile import engine as engine_module
 from kquota.reconcile.engine import ClusterReconciler
@@ -52,12 +52,12 @@ def test_a_login_failing_without_a_word_neither_counts_nor_ends_the_run() -> Non
     """kafka-python sometimes reads the brokers closing a refused connection before the refusal."""
     refusals = Refusals(3)
     refusals.failed(KafkaAuthenticationFailed(REFUSED), MINE)
-    assert refusals.failed(KafkaLoginUnconfirmed(UNCONFIRMED), MINE) == (Reason.KAFKA_UNAVAILABLE, UNCONFIRMED)
+    assert refusals.failed(KafkaRefusalUnconfirmed(UNCONFIRMED), MINE) == (Reason.KAFKA_UNAVAILABLE, UNCONFIRMED)
     refusals.failed(KafkaAuthenticationFailed(REFUSED), MINE)
     assert refusals.count == 2
     assert refusals.failed(KafkaAuthenticationFailed(REFUSED), MINE)[0] is Reason.AUTHENTICATION_FAILED
     # Once Stalled, such a failure keeps saying the refusal it cannot rule out.
-    reason, message = refusals.failed(KafkaLoginUnconfirmed(UNCONFIRMED), MINE)
+    reason, message = refusals.failed(KafkaRefusalUnconfirmed(UNCONFIRMED), MINE)
     assert reason is Reason.AUTHENTICATION_FAILED and message.startswith(REFUSED)
 
 
@@ -65,7 +65,7 @@ def test_a_login_failing_without_a_word_neither_counts_nor_ends_the_run() -> Non
     ("between", "tried"),
     [
         (KafkaUnavailable("cannot connect to Kafka: k:9092 (PLAINTEXT): connection refused"), MINE),
-        (KafkaLoginUnconfirmed(UNCONFIRMED), FIXED),  # new credentials: nothing known of them yet
+        (KafkaRefusalUnconfirmed(UNCONFIRMED), FIXED),  # new credentials: nothing known of them yet
         (KafkaAuthenticationFailed(REFUSED + " (another way)"), MINE),
     ],
     ids=["another failure", "other credentials", "another refusal"],

@@ -3,7 +3,7 @@
 kafka-python reports most connection failures as "Unable to bootstrap" or a
 bare connection error. This module turns them into ``KafkaTlsFailed`` (with
 OpenSSL's reason and what to check), ``KafkaAuthenticationFailed`` (a SASL
-refusal, which kafka-python only logs), ``KafkaLoginUnconfirmed`` (no connection
+refusal, which kafka-python only logs), ``KafkaRefusalUnconfirmed`` (no connection
 with SASL credentials and no refusal seen) or plain ``KafkaUnavailable``, and makes
 sure no message carries the SASL password.
 """
@@ -16,7 +16,7 @@ from typing import Final, TypeGuard
 
 import kafka.errors as kafka_errors
 
-from kquota.kafka.errors import KafkaAuthenticationFailed, KafkaLoginUnconfirmed, KafkaTlsFailed, KafkaUnavailable
+from kquota.kafka.errors import KafkaAuthenticationFailed, KafkaRefusalUnconfirmed, KafkaTlsFailed, KafkaUnavailable
 from kquota.kafka.settings import ConnectionSettings
 
 
@@ -123,7 +123,9 @@ def unavailable(
             f"; if the brokers are up, check the {s.sasl_mechanism} credentials of user "
             f"{s.sasl_username!r} (possibly refused authentication)"
         )
-        return KafkaLoginUnconfirmed(scrub(s, f"{what}: {s.bootstrap_servers} ({s.security_protocol}): {detail}{hint}"))
+        return KafkaRefusalUnconfirmed(
+            scrub(s, f"{what}: {s.bootstrap_servers} ({s.security_protocol}): {detail}{hint}")
+        )
     return KafkaUnavailable(scrub(s, f"{what}: {s.bootstrap_servers} ({s.security_protocol}): {detail}"))
 
 

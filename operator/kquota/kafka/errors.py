@@ -2,7 +2,7 @@
 
 Callers above the adapter catch these and nothing from kafka-python: an
 unreachable cluster is ``KafkaUnavailable`` (with ``KafkaAuthenticationFailed``
-and ``KafkaTlsFailed`` as the precise kinds, ``KafkaLoginUnconfirmed`` as the
+and ``KafkaTlsFailed`` as the precise kinds, ``KafkaRefusalUnconfirmed`` as the
 uncertain one), a request the brokers refuse is
 ``QuotaRequestError``, and a refusal for lack of an ACL is ``KafkaNotAuthorized``
 naming the operation and resource to grant (docs/install.md#acls lists them).
@@ -56,7 +56,7 @@ class KafkaAuthenticationFailed(KafkaUnavailable):
     """The brokers refused kquota's credentials (a kind of unavailability to callers)."""
 
 
-class KafkaLoginUnconfirmed(KafkaUnavailable):
+class KafkaRefusalUnconfirmed(KafkaUnavailable):
     """No connection with SASL credentials, and no refusal seen: the brokers are down, or refused the login.
 
     The brokers close the connection right after refusing a login, and kafka-python

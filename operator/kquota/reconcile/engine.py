@@ -48,7 +48,7 @@ from kquota.domain.ledger import LedgerFromNewerOperator
 from kquota.domain.outcomes import unavailable
 from kquota.domain.status import Reason
 from kquota.kafka.admin import QuotaAdmin
-from kquota.kafka.errors import KafkaLoginUnconfirmed, KafkaNotAuthorized, KafkaUnavailable
+from kquota.kafka.errors import KafkaNotAuthorized, KafkaRefusalUnconfirmed, KafkaUnavailable
 from kquota.reconcile import metrics
 from kquota.reconcile.failures import NAMED_FAILURES, Refusals, answered
 from kquota.reconcile.gather import ClusterNotReady, DuplicateCluster, GatherFailed
@@ -313,7 +313,7 @@ class ClusterReconciler(Pass):
         self._full = True
         if isinstance(exc, NAMED_FAILURES):
             reason, message = self._refusals.failed(exc, self._tried)
-            if answered(exc) or (isinstance(exc, KafkaLoginUnconfirmed) and self._refusals.active(self._tried)):
+            if answered(exc) or (isinstance(exc, KafkaRefusalUnconfirmed) and self._refusals.active(self._tried)):
                 # The brokers answered, refusing: each check would be one more refused login.
                 # Passes retry with backoff instead (each reads the Secret again).
                 self._unanswered = False

@@ -10,7 +10,7 @@ wait ends with the cause instead of at its timeout), still retried, so a
 corrected Secret recovers by itself.
 
 kafka-python sometimes reads the brokers closing a refused connection before
-the refusal itself (:class:`~kquota.kafka.errors.KafkaLoginUnconfirmed`); such a
+the refusal itself (:class:`~kquota.kafka.errors.KafkaRefusalUnconfirmed`); such a
 failure with the same credentials neither counts nor ends the run of refusals,
 and once it is Stalled it keeps saying the refusal it cannot rule out.
 """
@@ -24,8 +24,8 @@ from kquota.domain.status import Reason
 from kquota.k8s.api import SecretNotFound
 from kquota.kafka.errors import (
     KafkaAuthenticationFailed,
-    KafkaLoginUnconfirmed,
     KafkaNotAuthorized,
+    KafkaRefusalUnconfirmed,
     KafkaTlsFailed,
     KafkaUnavailable,
 )
@@ -88,7 +88,7 @@ class Refusals:
             key = (tried, str(exc))
             self.count = self.count + 1 if key == self.last else 1
             self.last = key
-        elif not (isinstance(exc, KafkaLoginUnconfirmed) and self.active(tried)):
+        elif not (isinstance(exc, KafkaRefusalUnconfirmed) and self.active(tried)):
             self.reset()
         if self.last is not None and self.count >= self.stall_after:
             return Reason.AUTHENTICATION_FAILED, stalled_message(self.last[1], self.stall_after)
