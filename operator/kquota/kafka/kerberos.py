@@ -62,15 +62,16 @@ class Client:
     def credentials(self) -> Any:
         """The Kerberos library's credentials for this client (a ticket from the keytab when none is cached)."""
         import gssapi  # noqa: PLC0415 - only clusters with GSSAPI need it
+        from gssapi.raw.misc import GSSError  # noqa: PLC0415
 
         s = self.settings
         if s.keytab_file is None:
             return None  # the default cache: the ticket kinit left (the CLI's useTicketCache)
         name = gssapi.Name(s.principal, gssapi.NameType.kerberos_principal) if s.principal else None
-        store = {"client_keytab": s.keytab_file, "ccache": f"FILE:{self.ccache}"}
+        store: dict[bytes | str, bytes | str] = {"client_keytab": s.keytab_file, "ccache": f"FILE:{self.ccache}"}
         try:
             return gssapi.Credentials(name=name, usage="initiate", store=store)
-        except gssapi.exceptions.GSSError as exc:
+        except GSSError as exc:
             raise KafkaLoginFailed(_login_failure(s, exc)) from None
 
 
@@ -111,6 +112,7 @@ class _Mechanism(SaslMechanismGSSAPI):  # type: ignore[misc]  # kafka-python is 
             super().__init__(**config)
             return
         import gssapi  # noqa: PLC0415 - only clusters with GSSAPI need it
+        from gssapi.raw.misc import GSSError  # noqa: PLC0415
 
         self._is_done = False
         self._is_authenticated = False
@@ -123,7 +125,7 @@ class _Mechanism(SaslMechanismGSSAPI):  # type: ignore[misc]  # kafka-python is 
             creds = client.credentials()
             self._client_ctx = gssapi.SecurityContext(name=self.gssapi_name, usage="initiate", creds=creds)
             self._next_token = self._client_ctx.step(None)
-        except gssapi.exceptions.GSSError as exc:
+        except GSSError as exc:
             detail = " ".join(str(exc).split())[:300]
             raise KafkaLoginFailed(
                 f"GSSAPI: no service ticket for {self.auth_id!r} as {str(client)!r}: {detail} (check "

@@ -52,6 +52,12 @@ def sign(settings: MskIamSettings, clock: Any = time.time) -> Token:
             value, expiry_ms = signer.generate_auth_token_from_profile(s.region, s.profile)
         else:
             value, expiry_ms = signer.generate_auth_token(s.region)
+    except AttributeError:
+        # The signer reads the credentials the chain found without checking that it found any.
+        raise KafkaLoginFailed(
+            f"AWS_MSK_IAM: signing a token for {s.region} failed: no AWS credentials (none of the default chain's "
+            "sources has any: the pod's web identity, AWS_ACCESS_KEY_ID, the config files, the instance role)"
+        ) from None
     except Exception as exc:  # noqa: BLE001 - botocore's many exceptions all mean "no token"
         # botocore's messages name profiles, roles and missing credentials, never secret keys.
         text = " ".join(str(exc).split())[:300]
