@@ -5,7 +5,10 @@ Schema (``definitions.kafkaClusterSpec`` in helm/kquota/values.schema.json) is
 generated from the CRD, itself generated from the pydantic models, so a typo in
 a values file fails at ``helm install`` with the CRD's own field names and
 descriptions, before any object reaches the API server. CEL rules are left to
-the API server.
+the API server, but for the one a values file most often gets wrong: each SASL
+mechanism needs its own section of ``security.sasl`` and no other's
+(``kquota.api.security.MECHANISM_SECTIONS``), written as JSON Schema if/then, so
+``mechanism: OAUTHBEARER`` without ``oauth`` fails at ``helm install``.
 
 Usage: ``python deploy/values_schema.py`` rewrites the definition;
 ``--check`` writes nothing and exits 1 when it is stale (tests/e2e/test_helm.py).
@@ -60,10 +63,28 @@ def json_schema(node: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def mechanism_rules() -> list[dict[str, Any]]:
+    """JSON Schema for the CEL rules that tie each SASL mechanism to its section of ``sasl``."""
+    from kquota.api.security import MECHANISM_SECTIONS
+
+    rules: list[dict[str, Any]] = []
+    for section, mechanisms in MECHANISM_SECTIONS.items():
+        rules.append(
+            {
+                "if": {"properties": {"mechanism": {"enum": list(mechanisms)}}, "required": ["mechanism"]},
+                "then": {"required": [section]},
+                "else": {"not": {"required": [section]}},
+            }
+        )
+    return rules
+
+
 def kafka_cluster_spec(root: Path) -> dict[str, Any]:
     crd = yaml.safe_load((root / CRD).read_text())
     version = next(v for v in crd["spec"]["versions"] if v.get("storage"))
-    return json_schema(version["schema"]["openAPIV3Schema"]["properties"]["spec"])
+    spec = json_schema(version["schema"]["openAPIV3Schema"]["properties"]["spec"])
+    spec["properties"]["security"]["properties"]["sasl"]["allOf"] = mechanism_rules()
+    return spec
 
 
 def rendered(root: Path) -> str:
