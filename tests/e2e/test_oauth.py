@@ -18,6 +18,8 @@ a valid token before its token expires is closed by the broker. Tokens live
   back up, it converges.
 * ``kquota plan`` reads the brokers with the same client from a Kafka
   client.properties file (Kafka's own property names).
+* Through a Strimzi Kafka whose listener takes OAUTHBEARER tokens (0.49's
+  ``type: oauth``, 1.2's ``type: custom`` with OAUTHBEARER), with ``spec.strimzi.oauth``.
 * The client secret and every token issued appear in no log, status, Event,
   ledger or metric.
 """
@@ -35,16 +37,18 @@ from typing import Any
 import pytest
 from harness.kafka_cluster import KafkaCluster
 from harness.kube_apiserver import KubeAPIServer
-from harness.oidc import LOGIN_MODULE, OidcProvider
+from harness.oidc import LOGIN_MODULE, VALIDATOR, OidcProvider
 from harness.operator_proc import apply, client_quota, condition, get, kafka_cluster_manifest, wait_for
 from harness.stack import Stack
 
 from kquota.cli.main import main
 from kquota.domain.entities import Entity
+from kquota.domain.strimzi import IGNORED_USERS_ENV
 from tests.support.auth import AUTH_JMX_RULES, auth_count, put_secret
 from tests.support.leaks import exposed, found
 from tests.support.quotas import P
 from tests.support.stacks import own_stack
+from tests.support.strimzi import Listener, StrimziKafka
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -74,6 +78,7 @@ def oauth(
         listeners=[oidc.kafka_listener(LISTENER, audience="kafka", reauth_ms=60_000)],
         jvm_options=oidc.jvm_options(),
         jmx_rules=AUTH_JMX_RULES,
+        tls=True,  # a cluster CA for the Strimzi Kafka's Secrets
     ) as both:
         yield both
 
@@ -320,3 +325,51 @@ def test_plan_reads_the_brokers_with_a_kafka_client_properties_file(
     assert code == 1
     assert f"refused client {client_id!r}: HTTP 401 invalid_client" in err, err
     assert "not-the-secret-123" not in out + err
+
+
+@pytest.mark.parametrize(
+    ("release", "authentication"),
+    [
+        pytest.param("0.49.1", {"type": "oauth"}, id="Strimzi 0.49 type oauth"),
+        pytest.param(
+            "1.2.0",
+            {
+                "type": "custom",
+                "sasl": True,
+                "listenerConfig": {
+                    "sasl.enabled.mechanisms": "OAUTHBEARER",
+                    "oauthbearer.sasl.server.callback.handler.class": VALIDATOR,
+                },
+            },
+            id="Strimzi 1.2 type custom",
+        ),
+    ],
+)
+def test_through_a_strimzi_kafka_whose_listener_takes_oauthbearer_tokens(
+    oauth: tuple[KafkaCluster, Stack], oidc: OidcProvider, release: str, authentication: dict[str, Any]
+) -> None:
+    kafka, stack = oauth
+    listener = Listener("oauth", None, False, kafka.listener_bootstrap(LISTENER), authentication=authentication)
+    # The applications' users are left to kquota by the User Operator's pattern.
+    env = [{"name": IGNORED_USERS_ENV, "value": "(CN=)?app-.*"}]
+    strimzi = StrimziKafka(stack.kube, kafka, release, uniq("kafka"), "my-cluster", [listener], env=env).create()
+    client_id, secret = new_client(oidc)
+    name = uniq("strimzi-oauth")
+    spec = {
+        "kafka": {"namespace": strimzi.namespace, "name": strimzi.name},
+        "listener": "oauth",
+        "oauth": {
+            "tokenEndpointUrl": oidc.token_url,
+            "clientId": client_id,
+            "clientSecretRef": put_secret(stack.kube, uniq("oauth-client"), {"clientSecret": secret}),
+        },
+    }
+    apply(stack.kube, {"apiVersion": "kquota.io/v1alpha1", "kind": "KafkaCluster", "metadata": {"name": name},
+                       "spec": {"strimzi": spec}})  # fmt: skip
+    ns, user = stack.new_namespace(), uniq("app")
+    quota(stack, ns, name, user, 7000)
+    wait_for(applied(stack, user, 7000.0), 60, "applied through Strimzi", on_timeout=status_and_log(stack, "app", ns))
+    wait_for(reason_is(stack, "app", ns, "Applied"), 30, "Applied")
+    assert len(oidc.tokens_of(client_id)) >= 1
+    assert_nothing_leaked(stack, oidc, client_id, secret)
+    stack.kube.kubectl("delete", "kafkacluster", name, "--timeout=30s")

@@ -80,6 +80,8 @@ kafka.extraSecrets. Names are sorted and unique, so the Roles are stable.
 {{- $kns := .kafka.namespace -}}
 {{- $refs = append $refs (dict "namespace" $kns "name" (printf "%s-cluster-ca-cert" .kafka.name)) -}}
 {{- with .kafkaUser }}{{ $refs = append $refs (dict "namespace" (.namespace | default $kns) "name" .name) }}{{ end -}}
+{{- with (.oauth | default dict).clientSecretRef }}{{ $refs = append $refs (dict "namespace" .namespace "name" .name) }}{{ end -}}
+{{- with (.oauth | default dict).caSecretRef }}{{ $refs = append $refs (dict "namespace" .namespace "name" .name) }}{{ end -}}
 {{- end -}}
 {{- end -}}
 {{- range .Values.kafka.extraSecrets }}{{ $refs = append $refs . }}{{ end -}}

@@ -19,7 +19,7 @@ from kquota.api.cel import Rule
 from kquota.api.cluster_metrics import Metrics
 from kquota.api.fields import DNS1123_LABEL, MAX_NAME_LENGTH, Namespace, ObjectName
 from kquota.api.resource import AGE_COLUMN, READY_COLUMN, CrdInfo, PrinterColumn, Resource
-from kquota.api.security import Security
+from kquota.api.security import OAuth, Security
 from kquota.api.status import KafkaClusterStatus
 from kquota.api.tenancy import Tenancy
 
@@ -98,9 +98,16 @@ class Strimzi(SpecModel):
     )
     kafka_user: StrimziUserRef | None = Field(
         None,
-        description="The KafkaUser kquota authenticates as (required when the listener has authentication). "
-        "Its Secret is status.secret (else the User Operator's secret prefix and the KafkaUser's name) in its "
-        "namespace.",
+        description="The KafkaUser kquota authenticates as (required when the listener has scram-sha-512 or tls "
+        "authentication). Its Secret is status.secret (else the User Operator's secret prefix and the KafkaUser's "
+        "name) in its namespace.",
+    )
+    oauth: OAuth | None = Field(
+        None,
+        description="The OAuth client kquota gets its tokens with, for a listener whose clients authenticate with "
+        "OAUTHBEARER: Strimzi 0.x's authentication type oauth, or type custom with sasl: true and OAUTHBEARER in "
+        "its listenerConfig's sasl.enabled.mechanisms (Strimzi 1.x). The token endpoint is your provider's "
+        "(Keycloak, ...), which Strimzi's objects do not name.",
     )
 
 

@@ -194,6 +194,8 @@ async def cluster_config(body: Mapping[str, Any], kube: Kube, settings: Operator
             cert = strimzi.cert_pem
             conn["ssl_certfile"] = tls_file(strimzi.cert_pem, name, "cert")
             conn["ssl_keyfile"] = tls_file(strimzi.key_pem, name, "key")
+        if conn.get("sasl_mechanism") == "OAUTHBEARER" and spec.strimzi.oauth is not None:
+            conn |= await sasl_settings(Sasl(mechanism="OAUTHBEARER", oauth=spec.strimzi.oauth), kube, name)
     else:
         conn = {
             "bootstrap_servers": spec.bootstrap_servers,
