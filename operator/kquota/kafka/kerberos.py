@@ -96,7 +96,16 @@ def _use_krb5_conf(path: str | None) -> None:
 
 
 def target(settings: KerberosSettings) -> Client:
-    """What the connection passes as ``sasl_kerberos_name`` for a cluster's Kerberos client."""
+    """What the connection passes as ``sasl_kerberos_name`` for a cluster's Kerberos client.
+
+    Raises KafkaLoginFailed when the gssapi package cannot be imported (the image has none, see docs/install.md).
+    """
+    try:
+        import gssapi  # noqa: F401, PLC0415 - only clusters with GSSAPI need it
+    except (ImportError, OSError) as exc:
+        raise KafkaLoginFailed(
+            f"GSSAPI needs the gssapi package (pip install 'kquota[kerberos]'), which cannot be imported: {exc}"
+        ) from None
     _ensure_registered()
     _use_krb5_conf(settings.krb5_conf_file)
     slug = hashlib.sha256(f"{settings.principal}\0{settings.keytab_file}".encode()).hexdigest()[:16]
