@@ -94,7 +94,8 @@ class Strimzi(SpecModel):
     listener: Annotated[str, Field(min_length=1, max_length=63, pattern=DNS1123_LABEL)] = Field(
         description="Name of the Kafka's listener to connect through (spec.kafka.listeners[].name). Its "
         "tls and authentication decide the protocol: scram-sha-512 uses the KafkaUser's SCRAM Secret "
-        "(password, else sasl.jaas.config), tls its user.crt and user.key (else user.p12 with user.password)."
+        "(password, else sasl.jaas.config), tls its user.crt and user.key (else user.p12 with user.password), "
+        "oauth (or custom with OAUTHBEARER) the OAuth client in oauth."
     )
     kafka_user: StrimziUserRef | None = Field(
         None,
