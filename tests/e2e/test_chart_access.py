@@ -22,9 +22,10 @@ import pytest
 from harness import node, procs
 from harness.kafka_cluster import KafkaCluster
 from harness.kube_apiserver import KubeAPIServer
-from harness.operator_proc import OperatorProcess, apply, client_quota, condition, get, wait_for
+from harness.operator_proc import apply, client_quota, condition, get, wait_for
 
 from tests.e2e.test_helm import CHART, Helm
+from tests.support.chart import deployment_env, operator_as_deployment
 
 pytestmark = pytest.mark.e2e
 
@@ -104,12 +105,6 @@ def test_teams_get_quota_rights_through_their_edit_and_view_roles(
     helm("uninstall", release, "--namespace", ns)
 
 
-def deployment_env(kube: KubeAPIServer, namespace: str, name: str) -> dict[str, str]:
-    deploy = json.loads(kube.kubectl("get", "deployment", name, "-n", namespace, "-o", "json").stdout)
-    (container,) = deploy["spec"]["template"]["spec"]["containers"]
-    return {e["name"]: e["value"] for e in container["env"] if "value" in e}
-
-
 def broker_value(kafka: KafkaCluster, user: str, key: str) -> str | None:
     out = kafka.kafka_configs("--describe", "--entity-type", "users", "--entity-name", user, check=True).stdout
     for part in out.replace(",", " ").split():
@@ -133,19 +128,7 @@ def test_the_operator_watches_the_charts_namespaces_with_peering(
     )
     env = deployment_env(kube, ns, f"{release}-kquota")
     assert json.loads(env["KQUOTA_WATCH_NAMESPACES"]) == [watched]
-    sa_token = kube.service_account_token(ns, f"{release}-kquota")
-    chart_env = {k: v for k, v in env.items() if k not in ("KQUOTA_LIVENESS_PORT", "KQUOTA_METRICS_PORT")}
-    operator = OperatorProcess(
-        kube,
-        tmp_path,
-        default_cluster=cluster,
-        verbose=False,
-        extra_env={
-            **chart_env,
-            "KUBECONFIG": str(kube.write_kubeconfig_for(sa_token, tmp_path / "sa.kubeconfig")),
-            "KQUOTA_PEERING_PRIORITY": "100",
-        },
-    )
+    operator = operator_as_deployment(kube, ns, f"{release}-kquota", tmp_path)
     user_in, user_out = f"in-{uuid.uuid4().hex[:6]}", f"out-{uuid.uuid4().hex[:6]}"
     apply(kube, client_quota(other, "q", {"user": {"name": user_out}}, {"producerByteRate": 2048}))
     operator.start()

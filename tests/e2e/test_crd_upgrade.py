@@ -18,14 +18,13 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from harness import tools
-from harness.kube_apiserver import KubeAPIServer, selected_version
+from harness.kube_apiserver import KubeAPIServer
 
 from tests.support.paths import REPO
 
@@ -67,15 +66,6 @@ def schemas(kube: KubeAPIServer, names: list[str]) -> dict[str, list[Any]]:
         stored = json.loads(kube.kubectl("get", "crd", name, "-o", "json").stdout)
         out[name] = [v["schema"]["openAPIV3Schema"] for v in stored["spec"]["versions"]]
     return out
-
-
-@pytest.fixture
-def own_kube(tmp_path: Path) -> Iterator[KubeAPIServer]:
-    server = KubeAPIServer.start(tmp_path / "kube", version=selected_version())
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def test_documented_crd_upgrade_upgrades_every_crd(own_kube: KubeAPIServer, tmp_path: Path) -> None:
