@@ -168,6 +168,7 @@ def test_git_kept_strimzi_clusters_get_their_reads_from_extra_strimzi(kube: Kube
     kube.kubectl("wait", "--for=condition=Established", "crd/kafkausers.kafka.strimzi.io", "--timeout=60s")
     allowed = [
         ("get", "kafkas.kafka.strimzi.io/my-cluster", kafka_ns),
+        ("get", "deployments.apps/my-cluster-entity-operator", kafka_ns),
         ("get", "secrets/my-cluster-cluster-ca-cert", kafka_ns),
         ("get", "secrets/kquota", users_ns),
         ("list", "kafkausers.kafka.strimzi.io", users_ns),
