@@ -26,10 +26,10 @@ from harness.operator_proc import apply, client_quota, condition, get, wait_for
 
 from tests.e2e.test_helm import CHART, Helm
 from tests.support.chart import deployment_env, operator_as_deployment
+from tests.support.strimzi import RELEASES as STRIMZI_RELEASES
+from tests.support.strimzi import install_crds
 
 pytestmark = pytest.mark.e2e
-
-STRIMZI_CRDS = Path(__file__).parent / "strimzi" / "crds.yaml"
 
 
 @pytest.fixture
@@ -162,10 +162,8 @@ def test_git_kept_strimzi_clusters_get_their_reads_from_extra_strimzi(kube: Kube
         "install", release, str(CHART), "--namespace", ns, "--values", "-", input=json.dumps(values)
     )
     token = kube.service_account_token(ns, f"{release}-kquota")
-    # Strimzi's CRDs, so that kubectl can name its kinds (the harness has no Strimzi otherwise).
-    kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(STRIMZI_CRDS))
-    kube.kubectl("wait", "--for=condition=Established", "crd/kafkas.kafka.strimzi.io", "--timeout=60s")
-    kube.kubectl("wait", "--for=condition=Established", "crd/kafkausers.kafka.strimzi.io", "--timeout=60s")
+    # Strimzi's own CRDs, so that kubectl can name its kinds.
+    install_crds(kube, STRIMZI_RELEASES[0])
     allowed = [
         ("get", "kafkas.kafka.strimzi.io/my-cluster", kafka_ns),
         ("get", "deployments.apps/my-cluster-entity-operator", kafka_ns),
