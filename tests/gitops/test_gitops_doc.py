@@ -10,11 +10,13 @@ The harness API server has no kubelet, so the test plays it (tests/support/chart
 has applied the chart, it runs ``kquota operator`` with the Deployment's environment as the chart's
 ServiceAccount and reports the Deployment available. Checked: the team's Kustomization waits for the
 operator's (``DependencyNotReady``), both become Ready, and the brokers hold the quotas
-(kafka-configs).
+(kafka-configs); then, as docs/gitops.md says for upgrades, the chart rendered again with a changed
+CRD and committed: Flux applies the new schema.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -22,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from harness import tools
 from harness.flux import Flux, GitServer
 from harness.kafka_cluster import KafkaCluster
@@ -29,13 +32,14 @@ from harness.kube_apiserver import KubeAPIServer, selected_version
 from harness.operator_proc import wait_for
 
 from tests.support.chart import operator_as_deployment, report_available
-from tests.support.flux import ready, users_on_broker, wait_ks
+from tests.support.flux import ready, reconcile_now, users_on_broker, wait_ks
 from tests.support.paths import REPO
 
 DOC = REPO / "docs" / "gitops.md"
 BLOCK = re.compile(r"<!-- walkthrough -->\s*\n```(\w+)\n(.*?)\n```", re.S)
 DOC_GIT_URL = "https://git.example.com/platform-config.git"
 DOC_BOOTSTRAP = "kafka-0.kafka.kafka:9092"
+CRD = "clientquotas.kquota.io"
 
 
 def blocks() -> list[tuple[str, str]]:
@@ -123,6 +127,27 @@ def test_the_flux_walkthrough_runs_as_written(
         ).stdout  # fmt: skip
         rate = re.search(r"producer_byte_rate=([0-9.E+-]+)", pair)
         assert rate and float(rate.group(1)) == 52428800.0, pair
+
+        # Upgrading: the chart rendered again with a changed CRD; Flux applies the new schema.
+        rendered = repo.work / "platform" / "kquota" / "kquota.yaml"
+        docs = [d for d in yaml.safe_load_all(rendered.read_text()) if d]
+        crd = next(d for d in docs if d["kind"] == "CustomResourceDefinition" and d["metadata"]["name"] == CRD)
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["description"] = "a newer release's ClientQuota"
+        rendered.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+        push = "git commit --quiet -am 'a newer chart' && git push --quiet origin main"
+        commit = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", push],
+            cwd=repo.work, env=env, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert commit.returncode == 0, commit.stderr
+        reconcile_now(kube, "gitrepository", "platform-config")
+        reconcile_now(kube, "kustomization", "kquota")
+
+        def schema_description() -> str:
+            stored = json.loads(kube.kubectl("get", "crd", CRD, "-o", "json").stdout)
+            return str(stored["spec"]["versions"][0]["schema"]["openAPIV3Schema"].get("description"))
+
+        wait_for(lambda: schema_description() == "a newer release's ClientQuota", 120, "Flux upgrading the CRD")
     finally:
         # Leave the session broker as it was: pruning the team's Kustomization removes its quotas.
         kube.kubectl("delete", "kustomization", "quotas-team-a", "-n", "flux-system", "--timeout=60s", check=False)
