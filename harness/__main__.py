@@ -1,8 +1,8 @@
 """Command-line entry for the harness: ``python -m harness COMMAND``.
 
-prepare   download/build everything the tests need (Kafka jars, kube-apiserver, helm, Flux's
-          source-controller and kustomize-controller, the node's binaries and images);
-          ``--kube-version 1.31`` builds only that kube-apiserver (the floor)
+prepare   download/build everything the tests need (Kafka jars, kube-apiserver, helm, the node's
+          binaries and images); ``--kube-version 1.31`` builds only that kube-apiserver (the floor),
+          ``--flux`` only Flux's source-controller and kustomize-controller (``make test-gitops``)
 kube      run a kube-apiserver until Ctrl-C and print how to reach it (``--kube-version 1.31``)
 soak      the seeded chaos soak (``--seed 1 --faults 100``; harness/soak/)
 kafka     run a Kafka cluster until Ctrl-C (``--brokers 3`` for three; ``--version 3.9.2 --zookeeper``
@@ -13,7 +13,6 @@ demo      the local stack, the operator and the examples (``make demo``)
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import signal
 import sys
 import tempfile
@@ -45,19 +44,10 @@ def _prepare() -> int:
         ("pause image (buildah)", lambda: images.ensure_pause_image(node.ensure_go_binary("pause")).archive),
         ("operator image (Dockerfile, buildah)", lambda: images.ensure_operator_image().archive),
     ]
-    flux_label = "Flux " + ", ".join(f"{n} {v}" for n, (_, v) in flux.CONTROLLERS.items()) + " (Go modules)"
-    # Flux's two controllers (about 3 GB of modules, then a long compile) build beside the other steps,
-    # so that their downloads and the steps that wait on the network or the disk (the Kafka jars, the
-    # node's debootstrap and images) overlap instead of adding up.
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="flux-build") as pool:
-        flux_start = time.monotonic()
-        flux_build = pool.submit(flux.prepare)
-        for label, step in steps:
-            start = time.monotonic()
-            result = step()
-            print(f"  ready: {label:<45} {time.monotonic() - start:6.1f}s  {result}", flush=True)
-        result = flux_build.result()
-        print(f"  ready: {flux_label} {time.monotonic() - flux_start:6.1f}s (beside the above)  {result}", flush=True)
+    for label, step in steps:
+        start = time.monotonic()
+        result = step()
+        print(f"  ready: {label:<45} {time.monotonic() - start:6.1f}s  {result}", flush=True)
     return 0
 
 
@@ -75,6 +65,14 @@ def _wait_forever(components: list[procs.Process]) -> None:
     dead = [p for p in components if not p.alive()]
     for p in dead:
         print(f"{p.name} exited; log tail:\n{procs.log_tail(p.log)}", file=sys.stderr)
+
+
+def _prepare_flux() -> int:
+    start = time.monotonic()
+    binaries = flux.prepare()
+    label = "Flux " + ", ".join(f"{n} {v}" for n, (_, v) in flux.CONTROLLERS.items()) + " (Go modules)"
+    print(f"  ready: {label} {time.monotonic() - start:6.1f}s  {binaries}", flush=True)
+    return 0
 
 
 def _prepare_kube(minor: str) -> int:
@@ -179,6 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     versions = sorted(kube_apiserver.VERSIONS)
     prepare = sub.add_parser("prepare", help="download and build every component")
     prepare.add_argument("--kube-version", choices=versions, help="build only the kube-apiserver of this minor")
+    prepare.add_argument(
+        "--flux", action="store_true", help="build only Flux's source- and kustomize-controller (make test-gitops)"
+    )
     kube = sub.add_parser("kube", help="run a kube-apiserver until Ctrl-C")
     kube.add_argument("--kube-version", choices=versions, default=kube_apiserver.DEFAULT_MINOR)
     kafka = sub.add_parser("kafka", help="run Kafka until Ctrl-C")
@@ -205,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "prepare":
+            if args.flux:
+                return _prepare_flux()
             return _prepare_kube(args.kube_version) if args.kube_version else _prepare()
         return {"kube": _kube, "kafka": _kafka, "demo": _demo, "soak": _soak}[args.command](args)
     except procs.ComponentError as exc:
