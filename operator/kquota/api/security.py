@@ -128,14 +128,6 @@ class Tls(SpecModel):
 Mechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI", "AWS_MSK_IAM"]
 #: The mechanisms whose credentials are a username and password (``credentialsSecretRef``).
 PASSWORD_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
-#: The section of ``sasl`` each mechanism needs, and that no other mechanism may have (the CEL rules below; the
-#: chart's values schema writes the same as JSON Schema, deploy/values_schema.py).
-MECHANISM_SECTIONS: Final = {
-    "credentialsSecretRef": PASSWORD_MECHANISMS,
-    "oauth": ("OAUTHBEARER",),
-    "kerberos": ("GSSAPI",),
-    "awsMskIam": ("AWS_MSK_IAM",),
-}
 
 CREDENTIALS_REQUIRED: Final = "mechanisms PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 need credentialsSecretRef"
 CREDENTIALS_UNUSED: Final = "credentialsSecretRef is used only with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512"

@@ -18,10 +18,12 @@ from kquota.cli.term import COLOR_CHOICES, Term, safe, wants_color
 from kquota.domain.entities import Entity
 from kquota.domain.plan import ResourceRef
 
-#: Exit codes (plan's follow Terraform's -detailed-exitcode: 0 nothing to do, 1 error, 2 changes).
+#: Exit codes (plan's follow Terraform's -detailed-exitcode: 0 nothing to do, 1 error, 2 changes; and 3 held).
 OK: Final = 0
 ERROR: Final = 1
 CHANGES: Final = 2
+#: ``kquota plan``: removals the mass-removal guard will hold until the KafkaCluster approves them.
+HELD: Final = 3
 
 
 def paragraph(text: str) -> str:

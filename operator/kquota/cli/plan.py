@@ -20,8 +20,9 @@ that will not happen.
 
 Exit codes, for CI: 0 no change to the brokers, 2 changes (or, with
 ``--fail-on-conflict``, a conflict: two resources setting the same key, where
-only the older one takes effect), 1 error (including a change the brokers
-reject under ``--broker-validate``).
+only the older one takes effect), 3 removals the mass-removal guard will hold
+until the KafkaCluster approves them (the approval command is printed), 1 error
+(including a change the brokers reject under ``--broker-validate``).
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ examples:
   kquota plan -f quotas/ --cluster prod --broker-validate -o json
   kquota plan -f quotas/ --cluster prod --fail-on-conflict   # a resource that loses a key fails CI
 
-exit codes: 0 no change to the brokers, 2 changes (with --fail-on-conflict: or a conflict), 1 error.
+exit codes: 0 no change to the brokers, 2 changes (with --fail-on-conflict: or a conflict),
+  3 removals the mass-removal guard will hold until approved (the approval command is printed), 1 error.
 """
 
 
@@ -72,7 +74,9 @@ STYLES: Final = {
 
 def summary(report: Report) -> str:
     counts = {a: sum(1 for r in report.rows if r.action is a) for a in Action}
-    if not report.changes:
+    if not report.changes and counts[Action.HELD]:
+        text = "No change goes through until the held removals are approved."
+    elif not report.changes:
         text = "No changes: the brokers already match."
     else:
         entities = len({r.entity for r in report.changes})
@@ -128,6 +132,8 @@ def render_text(report: Report, t: Term) -> None:
             t.write("The brokers accept every change (validate only, nothing written).", "green")
     t.write()
     t.write(summary(report), "bold")
+    if report.approval is not None:
+        t.write(f"To let the held removals go: {report.approval}", "bold")
 
 
 def to_json(report: Report) -> dict[str, Any]:
@@ -154,6 +160,7 @@ def to_json(report: Report) -> dict[str, Any]:
             for r in report.rows
         ],
         "notes": report.notes,
+        "approval": report.approval,
         "brokerValidation": (
             {"rejected": [{"entity": e, "message": m} for e, m in sorted(report.rejected.items())]}
             if report.validated

@@ -26,6 +26,7 @@ connections authenticate with the cluster's own keytab and credential cache
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import threading
 import time
@@ -34,6 +35,8 @@ from typing import Any, Final
 
 import kafka.errors as kafka_errors
 from kafka import KafkaAdminClient
+from kafka.net.compat import KafkaNetClient
+from kafka.net.selector import NetworkSelector
 
 from kquota.kafka import diagnosis, oauth
 from kquota.kafka.errors import KafkaLoginFailed
@@ -81,6 +84,26 @@ class _BootstrapFailed(Exception):
         self.tls = tls
 
 
+#: Numbers the admin clients of this process: each one's I/O thread gets a name of its own.
+_CLIENTS = itertools.count(1)
+
+
+def _net_client(io_name: str) -> Callable[..., Any]:
+    """kafka-python's client, with its I/O thread named ``kafka-io-<io_name>``.
+
+    kafka-python names the thread after the client id, which every cluster's client
+    shares (the id the brokers see): the thread name is what tells one client's
+    logged login refusal from another's (:class:`diagnosis.AuthFailureSpy`). The
+    selector uses its client id for the thread name and its log lines only; the
+    connections keep the real one.
+    """
+
+    def make(**configs: Any) -> Any:
+        return KafkaNetClient(net=NetworkSelector(**{**configs, "client_id": io_name}), **configs)
+
+    return make
+
+
 class _AdminClient(KafkaAdminClient):  # type: ignore[misc]  # kafka-python is untyped
     """kafka-python's admin client plus a way to send any request to any broker.
 
@@ -89,11 +112,14 @@ class _AdminClient(KafkaAdminClient):  # type: ignore[misc]  # kafka-python is u
     """
 
     def __init__(self, **configs: Any) -> None:
-        spy = diagnosis.AuthFailureSpy(f"kafka-io-{configs.get('client_id')}")
+        # Several clusters' clients bootstrap at once (one reconcile loop each): the spy must hear
+        # only this client's I/O thread, or one cluster reports another's refused login (#33).
+        io_name = f"{configs.get('client_id')}-{next(_CLIENTS)}"
+        spy = diagnosis.AuthFailureSpy(f"kafka-io-{io_name}")
         manager_log = logging.getLogger("kafka.net.manager")
         manager_log.addFilter(spy)
         try:
-            super().__init__(**configs)
+            super().__init__(kafka_client=_net_client(io_name), **configs)
         except Exception as exc:
             self._stop_io()
             if spy.login_failure is not None:
