@@ -31,7 +31,16 @@ from harness import cache, procs
 REPO = Path(__file__).resolve().parents[1]
 BASE_IMAGE = "localhost/kquota/debian-python:3.11-bookworm"
 #: What the Dockerfile's build copies: a change to any of them is a new image.
-IMAGE_SOURCES = ("Dockerfile", "requirements.lock", "pyproject.toml", "README.md", "operator")
+IMAGE_SOURCES = (
+    "Dockerfile",
+    "requirements.lock",
+    "requirements-kerberos-build.txt",
+    "requirements-kerberos.txt",
+    "requirements-msk.txt",
+    "pyproject.toml",
+    "README.md",
+    "operator",
+)
 #: What Dockerfile.advisor's build copies.
 ADVISOR_IMAGE_SOURCES = ("Dockerfile.advisor", "requirements.lock", "pyproject.toml", "README.md", "operator")
 #: The host's CA bundle: where TLS to the package index is intercepted, pip in the
