@@ -192,6 +192,33 @@ def ensure_operator_image(tag: str | None = None) -> Image:
     return _cached("operator", reference, cache.root() / "images" / f"kquota-{digest}-{tag}.tar", build)
 
 
+def run_in(
+    image: Image, argv: list[str], volumes: dict[Path, str] | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` in a container of ``image`` (buildah, runc), as the image's user, on the host's network.
+
+    From buildah's storage where the image was built there, else from its archive.
+    ``volumes`` maps host directories to read-only mount points.
+    """
+    if _image_exists(image.reference):
+        source = ["--pull=never", image.reference]
+    else:
+        source = [f"docker-archive:{image.archive}"]
+    created = subprocess.run(["buildah", "from", "--quiet", *source], capture_output=True, text=True, check=False)
+    if created.returncode != 0:
+        raise procs.ComponentError(f"buildah from {source[-1]} failed: {created.stderr.strip()}")
+    container = created.stdout.strip()
+    options = [f"--volume={host}:{inside}:ro" for host, inside in (volumes or {}).items()]
+    options += [f"--env={name}={value}" for name, value in (env or {}).items()]
+    try:
+        return subprocess.run(
+            ["buildah", "run", "--network=host", *options, container, "--", *argv],
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+    finally:
+        subprocess.run(["buildah", "rm", container], capture_output=True, check=False)
+
+
 def ensure_advisor_image() -> Image:
     """Dockerfile.advisor's image of this tree, as ``localhost/kquota-advisor:<source hash>``.
 
