@@ -11,6 +11,7 @@ from typing import Any, Final
 from kquota.advisor.manifests import QUOTA_FIELDS
 from kquota.advisor.report.data import clean_floats
 from kquota.advisor.report.plots import plot_capacity, plot_distribution, plot_topics, plot_usage_vs_quota
+from kquota.advisor.report.summary import committed_line
 from kquota.advisor.units import human_value
 
 
@@ -95,6 +96,10 @@ def _headline(report: Mapping[str, Any]) -> str:
         items.append("<li>capacity not checked (no <code>--broker-capacity</code>)</li>")
     elif not over:
         items.append("<li>no broker over capacity</li>")
+    committed = committed_line(report["capacity"])
+    if committed:
+        # Beside "no broker over capacity": quotas that oversubscribe a broker are part of the decision.
+        items.append(f"<li class='warn'>{html.escape(committed[0].upper() + committed[1:])}</li>")
     return "<div class='headline'><h2>Recommendation</h2><ul>" + "".join(items) + "</ul></div>"
 
 
@@ -142,6 +147,34 @@ def _changes_section(changes: Mapping[str, Any]) -> str:
             + "</p>"
         )
     return "".join(parts)
+
+
+#: Parameters that are byte rates (bytes/s): shown in KiB/s, MiB/s ... with the exact figure beside.
+_BYTE_PARAMETERS: Final = frozenset({"min_byte_rate"})
+
+
+def _parameter_text(name: str, value: Any) -> str:
+    if name == "capacity" and isinstance(value, Mapping):
+        if not value:
+            return "not given (no capacity check)"
+        return "; ".join(f"{r} {_exact_rate(r, v)}" for r, v in sorted(value.items()))
+    if name in _BYTE_PARAMETERS and isinstance(value, int | float):
+        return _exact_rate("produce", value)
+    return json.dumps(value, default=str) if isinstance(value, Mapping | list | tuple) else _cell(value)
+
+
+def _exact_rate(resource: str, value: float) -> str:
+    """A rate for people with its exact figure: ``100 MiB/s (104857600 bytes/s)``, ``400%``."""
+    if resource == "request":
+        return human_value(resource, value)
+    exact = int(value) if float(value).is_integer() else value
+    return f"{human_value(resource, value)} ({exact} bytes/s)"
+
+
+def _parameters_table(parameters: Mapping[str, Any]) -> str:
+    """The method's parameters as a table; byte rates (the capacity above all) in human units, never raw bytes."""
+    rows = [{"name": k, "value_text": _parameter_text(k, v)} for k, v in parameters.items()]
+    return _table(rows, [("name", "parameter"), ("value", "value")], limit=None)
 
 
 _STYLE: Final = """
@@ -296,7 +329,7 @@ def render_html(report: Mapping[str, Any], top_n: int = 20) -> str:
     )
     parts.append("<h2>Input and parameters</h2>")
     parts.append(f"<pre>{html.escape(json.dumps(clean_floats(report['validation']), indent=2, default=str))}</pre>")
-    parts.append(f"<pre>{html.escape(json.dumps(report['parameters'], indent=2, default=str))}</pre>")
+    parts.append(_parameters_table(report["parameters"]))
     parts.append("</body></html>")
     return "\n".join(parts)
 
