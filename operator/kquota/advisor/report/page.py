@@ -10,6 +10,9 @@ from typing import Any, Final
 
 from kquota.advisor.manifests import QUOTA_FIELDS
 from kquota.advisor.report.data import clean_floats
+from kquota.advisor.report.impact import COLUMNS as IMPACT_COLUMNS
+from kquota.advisor.report.impact import Impact, cells
+from kquota.advisor.report.impact import summary as impact_summary
 from kquota.advisor.report.plots import plot_capacity, plot_distribution, plot_topics, plot_usage_vs_quota
 from kquota.advisor.report.summary import committed_line
 from kquota.advisor.units import human_value
@@ -337,4 +340,44 @@ def render_html(report: Mapping[str, Any], top_n: int = 20) -> str:
 def write_html_report(report: Mapping[str, Any], path: Path, top_n: int = 20) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_html(report, top_n))
+    return path
+
+
+def impact_section(impact: Impact) -> str:
+    """The impact of a plan on the usage history: the sentence, one row per entity, the notes.
+
+    The cells are :func:`kquota.advisor.report.impact.cells`'s, as in the markdown table and
+    ``kquota plan``'s text: the same numbers in every rendering.
+    """
+    rows = [cells(r) | {"verdict_text": r.verdict} for r in impact.rows]
+    table_rows = [{f"{k}_text": v for k, v in c.items()} for c in rows]
+    notes = [f"{r.entity} {r.key}: {r.note}" for r in impact.rows if r.note] + impact.notes
+    parts = [
+        "<h2>Impact on the usage history</h2>",
+        f"<p class='{'warn' if impact.over_threshold() else ''}'><b>{html.escape(impact_summary(impact))}</b></p>",
+        f"<p>History: {html.escape(impact.source)}. <i>time</i> is the share of samples (moments x brokers) above "
+        "the new limit, or throttled now for an entity the change frees; <i>throttle</i> is how long Kafka would "
+        "hold the traffic back, seconds per hour on a broker (1 - limit / rate of the time while over it).</p>",
+        _table(table_rows, [(k, title) for k, title in IMPACT_COLUMNS], limit=None),
+    ]
+    if notes:
+        parts.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
+    return "".join(parts)
+
+
+def render_impact_html(impact: Impact) -> str:
+    return "\n".join(
+        [
+            "<!DOCTYPE html><html><head><meta charset='utf-8'><title>kquota plan: impact</title>",
+            f"<style>{_STYLE}</style></head><body>",
+            "<h1>kquota plan: impact of the change</h1>",
+            impact_section(impact),
+            "</body></html>",
+        ]
+    )
+
+
+def write_impact_html(impact: Impact, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_impact_html(impact))
     return path
