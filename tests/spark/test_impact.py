@@ -6,12 +6,16 @@ whole command against the real API server and broker.
 
 from __future__ import annotations
 
+import datetime as dt
 import html
+import json
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kquota.advisor import collect
 from kquota.advisor.impact import ImpactOptions, assess
 from kquota.advisor.report.impact import Impact, ImpactRow, cells, md, render_markdown
 from kquota.advisor.report.page import render_impact_html
@@ -134,3 +138,48 @@ def test_the_markdown_cell_of_a_hostile_name_stays_one_cell() -> None:
     assert line.replace("\\|", "").count("|") == 11
     assert "<script>" not in line and "\x1b" not in line and "\\x1b" in line
     assert "| 50% above | 1.5 MiB/s | 1.50x | 900.0 s/h | 10 |" in line
+
+
+def prometheus_serving(rows: list[dict[str, Any]]) -> Any:
+    """A Prometheus API transport answering range queries with the history's series (as the JMX exporter names
+    them, one instance per broker)."""
+    columns = {
+        (collect.QUOTA_BYTE_RATE, "Produce"): "produce_byte_rate",
+        (collect.QUOTA_BYTE_RATE, "Fetch"): "fetch_byte_rate",
+        (collect.QUOTA_THROTTLE_TIME, "Produce"): "produce_throttle_time_ms",
+        (collect.QUOTA_THROTTLE_TIME, "Fetch"): "fetch_throttle_time_ms",
+    }
+
+    def fetch(url: str, timeout: float) -> bytes:
+        query = urllib.parse.parse_qs(urllib.parse.urlparse(url).query)["query"][0]
+        series: dict[tuple[str, ...], list[list[Any]]] = {}
+        for (metric, resource), column in columns.items():
+            if metric != query:
+                continue
+            for r in rows:
+                if r[column] == "":
+                    continue
+                labels = ("resource", resource, "user", r["user"], "instance", r["broker"])
+                labels += ("clientId", r["client_id"]) if r["client_id"] else ()
+                series.setdefault(labels, []).append([r["timestamp"], str(r[column])])
+        result = [
+            {"metric": dict(zip(labels[::2], labels[1::2], strict=True)), "values": values}
+            for labels, values in series.items()
+        ]
+        return json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}}).encode()
+
+    return fetch
+
+
+def test_a_prometheus_range_gives_the_same_answer_as_the_files(spark: Any, tmp_path: Path) -> None:
+    n = names("prom")
+    rows = write_history(tmp_path / "history.csv", n)
+    before, after = planted_quotas(n)
+    end = dt.datetime.fromtimestamp(max(r["timestamp"] for r in rows), dt.UTC)
+    options = ImpactOptions(
+        "http://prometheus:9090", since=dt.timedelta(hours=1), step=10, now=end, progress=False,
+        fetch=prometheus_serving(rows),
+    )  # fmt: skip
+    impact = assess(spark, before, after, options)
+    assert impact.source.startswith("Prometheus http://prometheus:9090, ")
+    check_against_oracle(impact, expected_impact(rows, n, removals=True))

@@ -31,6 +31,7 @@ from kquota.advisor.transform.entities import usage_long
 from kquota.advisor.transform.impact import MAPPING_SCHEMA, destination_traffic, measured_traffic
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.impact import Bucket, Limit, Move, Quotas, moves
+from kquota.metrics.prometheus import Fetch
 
 #: The quota key each usage resource measures.
 KEY_OF: Final = {resource: QuotaKey(key) for key, resource in RESOURCE_OF.items()}
@@ -48,6 +49,8 @@ class ImpactOptions:
     step: float = 60.0
     now: dt.datetime | None = None
     progress: bool = True
+    #: The Prometheus API's transport (the size-capped HTTP GET when None; tests give their own).
+    fetch: Fetch | None = None
 
 
 def is_prometheus(usage: str) -> bool:
@@ -59,7 +62,7 @@ def _samples(spark: SparkSession, options: ImpactOptions, now: dt.datetime) -> t
     if is_prometheus(options.usage):
         start = now - options.since
         rows: list[dict[str, Any]] = []
-        for clients, _topics in collect.prometheus_rows(options.usage, start, now, options.step):
+        for clients, _topics in collect.prometheus_rows(options.usage, start, now, options.step, fetch=options.fetch):
             rows += clients
         names = [c.name for c in CLIENT_COLUMNS]
         frame = spark.createDataFrame([tuple(r[n] for n in names) for r in rows], empty_frame_schema(CLIENT_COLUMNS))
