@@ -179,3 +179,15 @@ def run_collect(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def run_executor(args: argparse.Namespace) -> int:
+    """``kquota executor``: become the Spark executor this pod was started for (returns only on failure)."""
+    from kquota.advisor import executor  # noqa: PLC0415
+
+    try:
+        executor.run()
+    except executor.NotAnExecutorPod as exc:
+        print(f"kquota executor: {exc}", file=sys.stderr)
+        return 1
+    return 1  # pragma: no cover - run() replaces the process
