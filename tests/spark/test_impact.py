@@ -21,39 +21,12 @@ from kquota.advisor.report.impact import Impact, ImpactRow, cells, md, render_ma
 from kquota.advisor.report.page import render_impact_html
 from kquota.advisor.transform.entities import usage_long
 from kquota.advisor.transform.impact import MAPPING_SCHEMA, destination_traffic
-from kquota.domain.entities import Entity, QuotaKey
+from kquota.domain.entities import Entity
 from tests.spark.helpers import at, clients
-from tests.support.impact import KI, MI, expected_impact, names, write_history
+from tests.support.impact import MI, expected_impact, names, planted_quotas, write_history
+from tests.support.quotas import C, P
 
 pytestmark = pytest.mark.spark
-
-P, C = QuotaKey.PRODUCER_BYTE_RATE, QuotaKey.CONSUMER_BYTE_RATE
-
-
-Quotas = dict[Entity, dict[QuotaKey, float]]
-
-
-def planted_quotas(n: dict[str, str]) -> tuple[Quotas, Quotas]:
-    """tests/support/impact.py's before and after, as the brokers would hold them."""
-    user, pair = Entity.for_user, Entity.for_pair
-    before: Quotas = {
-        user(n["alice"]): {P: 4 * MI, C: 8 * MI},
-        pair(n["bob"], "app"): {P: 8 * MI},
-        pair(n["bob"], None): {P: MI},
-        user(n["gina"]): {P: 2 * MI},
-        pair(n["gina"], "etl"): {P: 3 * MI},
-        user(n["frank"]): {P: 2 * MI},
-        user(n["carol"]): {P: 512 * KI},
-        user(n["dave"]): {P: 256 * KI},
-        user(n["erin"]): {P: MI},
-    }
-    after = dict(before)
-    after[user(n["alice"])] = {P: 2 * MI, C: 4 * MI}
-    after[pair(n["bob"], "app")] = {C: 8 * MI}
-    del after[pair(n["gina"], "etl")], after[user(n["dave"])]
-    after[user(n["frank"])] = {P: 1536 * KI}
-    after[user(n["carol"])] = {P: 4 * MI}
-    return before, after
 
 
 def check_against_oracle(impact: Impact, expected: dict[tuple[str, str, str], dict[str, Any]]) -> None:

@@ -37,6 +37,9 @@ from typing import Any
 
 import numpy as np
 
+from kquota.domain.entities import Entity, QuotaKey
+from tests.support.quotas import C, P
+
 KI, MI = 1024, 1024 * 1024
 T0 = 1_714_521_600  # 2024-05-01T00:00:00Z
 STEPS = 200
@@ -134,6 +137,32 @@ def quotas(n: dict[str, str]) -> tuple[dict[str, dict[str, Any]], dict[str, dict
     specs = {k: {"entity": e, "quota": q} for k, (e, q) in before.items()}
     specs_after = {k: {"entity": e, "quota": q} for k, (e, q) in after.items() if k not in ("gina-etl", "dave")}
     return specs, specs_after, ["gina-etl", "dave"]
+
+
+Quotas = dict[Entity, dict[QuotaKey, float]]
+
+
+def planted_quotas(n: dict[str, str]) -> tuple[Quotas, Quotas]:
+    """The before and after quotas (the specs of :func:`quotas`), as the brokers hold them."""
+    user, pair = Entity.for_user, Entity.for_pair
+    before: Quotas = {
+        user(n["alice"]): {P: 4 * MI, C: 8 * MI},
+        pair(n["bob"], "app"): {P: 8 * MI},
+        pair(n["bob"], None): {P: MI},
+        user(n["gina"]): {P: 2 * MI},
+        pair(n["gina"], "etl"): {P: 3 * MI},
+        user(n["frank"]): {P: 2 * MI},
+        user(n["carol"]): {P: 512 * KI},
+        user(n["dave"]): {P: 256 * KI},
+        user(n["erin"]): {P: MI},
+    }
+    after = dict(before)
+    after[user(n["alice"])] = {P: 2 * MI, C: 4 * MI}
+    after[pair(n["bob"], "app")] = {C: 8 * MI}
+    del after[pair(n["gina"], "etl")], after[user(n["dave"])]
+    after[user(n["frank"])] = {P: 1536 * KI}
+    after[user(n["carol"])] = {P: 4 * MI}
+    return before, after
 
 
 def _rank(values: np.ndarray, p: float) -> float:
