@@ -220,6 +220,8 @@ SPARK_ON_KUBERNETES = REPO / "deploy" / "advisor" / "spark-on-kubernetes.yaml"
 EXECUTOR_CONF = {
     "spark.executor.memory": "1g",
     "spark.kubernetes.executor.request.cores": "250m",
+    # Fewer tasks than Spark's 200 on these two cores; the answer does not depend on it.
+    "spark.sql.shuffle.partitions": "16",
     # Kept after the run, so the test can read who did the work.
     "spark.kubernetes.executor.deleteOnTermination": "false",
 }
