@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from kquota.advisor.executor import BACKEND, NotAnExecutorPod, executor_command
+from kquota.advisor.params import worker_python
 from kquota.cli.main import main
 
 pytestmark = pytest.mark.unit
@@ -58,3 +59,17 @@ def test_the_executor_subcommand_is_not_offered_to_people(capsys: pytest.Capture
     assert "executor" not in capsys.readouterr().out
     assert main(["completion", "bash"]) == 0
     assert "executor" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("master", "expected"),
+    [
+        ("k8s://https://kubernetes.default.svc:443", "/opt/kquota/bin/python"),
+        ("local[*]", "/venv/bin/python"),
+        ("spark://127.0.0.1:7077", "/venv/bin/python"),
+        (None, "/venv/bin/python"),
+    ],
+)
+def test_python_workers_on_kubernetes_run_the_advisor_images_python(master: str | None, expected: str) -> None:
+    assert worker_python(master, "/venv/bin/python") == expected
+    assert "/opt/kquota/bin" in (Path(__file__).parents[2] / "Dockerfile.advisor").read_text()

@@ -88,7 +88,24 @@ def _mapping(spark: SparkSession, chosen: list[Move]) -> DataFrame:
         )
         for m in chosen
     ]
-    return spark.createDataFrame(rows, MAPPING_SCHEMA)
+    return constant_frame(spark, rows, MAPPING_SCHEMA)
+
+
+def constant_frame(spark: SparkSession, rows: list[tuple[Any, ...]], schema: str) -> DataFrame:
+    """A small DataFrame of ``rows`` built from literals in the JVM: no Python worker reads it.
+
+    ``spark.createDataFrame`` of Python rows is read back by Python workers on the executors, and an
+    executor pod need not run the driver's Python (on Kubernetes it is the advisor image's): the
+    advisor's pipelines use none, so every executor needs only Spark.
+    """
+    columns = [tuple(part.strip().split(" ", 1)) for part in schema.split(",")]
+    structs = [
+        sf.struct(*[sf.lit(value).cast(kind).alias(name) for (name, kind), value in zip(columns, row, strict=True)])
+        for row in rows
+    ]
+    if not structs:
+        return spark.range(0).select(*[sf.lit(None).cast(kind).alias(name) for name, kind in columns])
+    return spark.range(1).select(sf.inline(sf.array(*structs)))
 
 
 def _from(limit: Limit) -> str:
