@@ -126,6 +126,15 @@ def test_plan_impact_names_exactly_the_planted_entities_against_the_real_cluster
     assert "**Impact: 2 entities throttled (2 of them more than 0% of the time, the threshold), 1 entity" in out
     assert "| action | entity | key | live | desired | source |" in out  # the plan itself, collapsed
 
+    # A manifest that changes nothing: nobody's limit moves, so Spark is not even started: exit 0.
+    code, out, err = kquota(
+        "plan", "-f", str(tmp_path / "after" / "erin.yaml"), "--bootstrap-server", stack.kafka.bootstrap,
+        "--entity", f"users/{n['erin']}", "--impact", str(history),
+    )  # fmt: skip
+    assert code == 0, f"exit {code}\n{out}\n{err}"
+    assert "--impact: the plan changes nothing, so it throttles and frees nobody" in err
+    assert "Impact on the usage history" not in out
+
     # Only the change that frees carol: changes, none throttling: exit 2, as plan without --impact.
     code, out, err = kquota(
         "plan", "-f", str(tmp_path / "after" / "carol.yaml"), "--bootstrap-server", stack.kafka.bootstrap,

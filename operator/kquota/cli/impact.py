@@ -136,9 +136,7 @@ def run_impact(args: argparse.Namespace, live: Quotas, report: Report) -> Impact
         return f"Spark did not start: {str(exc).strip()[:400]}"
     try:
         return assess(spark, live, after_plan(live, report), options, changed)
-    except InputError as exc:
-        return f"usage history: {exc}"
-    except (CollectError, ValueError) as exc:
+    except (InputError, CollectError) as exc:
         return f"usage history: {exc}"
     except Exception as exc:
         kinds = {cls.__module__.split(".")[0] for cls in type(exc).__mro__}

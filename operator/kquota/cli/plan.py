@@ -289,6 +289,8 @@ def cluster_manifests(args: argparse.Namespace) -> list[Checked]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.impact_report and not args.impact:
+        return common.error("--impact-report needs --impact USAGE")
     manifests = load_manifests(args)
     deleted = load_manifests(args, args.delete) if args.delete else []
     if manifests is None or deleted is None:
@@ -314,7 +316,10 @@ def run(args: argparse.Namespace) -> int:
             r.entity.path(): f"{r.error_name}: {r.error_message or 'no message'}" for r in results if not r.ok
         }
     impact = None
-    if args.impact:
+    if args.impact and not report.changes:
+        # Nothing changes on the brokers: nobody's limit moves, and Spark need not start.
+        common.note("--impact: the plan changes nothing, so it throttles and frees nobody")
+    elif args.impact:
         result = impact_of(args, live, report)
         if isinstance(result, str):
             return common.error(result)
