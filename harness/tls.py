@@ -228,14 +228,23 @@ class BrokerTls:
     broker: Credential
     keystore: Path
     keystore_password: str = field(repr=False)
+    #: With ``custom=True``: a second CA (as a public CA is to a Strimzi cluster) and the broker
+    #: certificate it signed, for a listener with a custom certificate.
+    custom_ca: CertificateAuthority | None = None
+    custom: Credential | None = None
+    custom_keystore: Path | None = None
 
     @classmethod
-    def create(cls, workdir: Path) -> BrokerTls:
+    def create(cls, workdir: Path, custom: bool = False) -> BrokerTls:
         ca = CertificateAuthority.create(workdir / "tls", cn="kquota test CA")
         broker = ca.issue("CN=localhost,OU=kafka", name="broker", ips=["127.0.0.1"], dns=["localhost"], server=True)
         password = secrets.token_hex(12)
         keystore = broker.pkcs12(ca.directory / "broker.p12", password)
-        return cls(ca, broker, keystore, password)
+        if not custom:
+            return cls(ca, broker, keystore, password)
+        other = CertificateAuthority.create(workdir / "tls-custom", cn="kquota test public CA")
+        leaf = other.issue("CN=kafka.example.com", name="custom", ips=["127.0.0.1"], dns=["localhost"], server=True)
+        return cls(ca, broker, keystore, password, other, leaf, leaf.pkcs12(other.directory / "custom.p12", password))
 
     def server_properties(self) -> dict[str, str]:
         """Broker settings shared by both TLS listeners (client auth is set per listener)."""

@@ -17,6 +17,7 @@ The operator reaches the brokers with TLS material read from Secrets only:
 
 from __future__ import annotations
 
+import base64
 import json
 import secrets
 import stat
@@ -317,3 +318,69 @@ def test_a_wrong_ca_is_reported_applies_nothing_leaks_nothing_and_a_fixed_secret
     assert found(needles, places) == [], "a secret leaked"
     for cluster in targets:
         stack.kube.kubectl("delete", "kafkacluster", cluster, "--timeout=30s")
+
+
+def test_mutual_tls_with_pkcs12_stores_from_a_strimzi_shaped_secret(
+    stack: Stack, tls_kafka: KafkaCluster, tmp_path: Path
+) -> None:
+    """PKCS#12 truststore and keystore (Java's own KeyStore wrote them, as Strimzi's code does), with passwords."""
+    from harness import strimzi
+
+    cert = tls_kafka.mint_client_cert(OPERATOR_DN, name=uniq("operator-p12"))
+    trust_pw, key_pw = secrets.token_urlsafe(12), secrets.token_urlsafe(12)
+    truststore = strimzi.truststore(tls_kafka.ca_cert, tmp_path / "ca.p12", trust_pw)
+    keystore = strimzi.keystore(cert.key, cert.cert, tmp_path / "user.p12", key_pw, "kquota")
+    name = uniq("p12")
+    data = {
+        "ca.p12": truststore,
+        "ca.password": trust_pw.encode(),
+        "user.p12": keystore,
+        "user.password": key_pw.encode(),
+        "user.crt": b"-----BEGIN CERTIFICATE-----\nnot read: type PKCS12 reads user.p12\n",
+    }
+    body = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": LEDGER_NAMESPACE},
+        "type": "Opaque",
+        "data": {k: base64.b64encode(v).decode() for k, v in data.items()},
+    }
+    stack.kube.kubectl("apply", "--server-side", "-f", "-", input=json.dumps(body))
+    ref = {"namespace": LEDGER_NAMESPACE, "name": name, "type": "PKCS12"}
+    kafka_cluster(
+        stack,
+        name,
+        tls_kafka.ssl_bootstrap,
+        {"protocol": "SSL", "tls": {"caSecretRef": ref, "clientCertSecretRef": ref}},
+    )
+    ns = stack.new_namespace()
+    target = uniq("app")
+    apply(stack.kube, client_quota(ns, "app", {"user": {"name": target}}, {"producerByteRate": 3072}, cluster=name))
+    wait_for(
+        ready_true(stack, "app", ns),
+        120,
+        "Ready=True over mutual TLS with PKCS#12 stores",
+        on_timeout=lambda: json.dumps(ready(stack, "clientquota", "app", ns)) + operator_log(stack),
+    )
+    assert stack.broker_quotas()[Entity.for_user(target)] == {P: 3072.0}
+    assert ready(stack, "kafkacluster", name)["reason"] == "Connected"
+
+    # A wrong store password: ClusterNotReady naming the key, never the password.
+    wrong = secrets.token_urlsafe(12)
+    body["data"]["user.password"] = base64.b64encode(wrong.encode()).decode()
+    stack.kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(body))
+    wait_for(
+        lambda: ready(stack, "kafkacluster", name).get("reason") == "ClusterNotReady",
+        120,
+        "a keystore that does not open",
+        on_timeout=lambda: json.dumps(ready(stack, "kafkacluster", name)),
+    )
+    assert "'user.p12' is not a PKCS#12 store that opens" in ready(stack, "kafkacluster", name)["message"]
+    needles = {"store password": key_pw, "wrong password": wrong, "truststore password": trust_pw}
+    needles |= {f"key line {i}": s for i, s in enumerate(cert.secret_lines())}
+    assert found(needles, exposed(stack.kube, stack.operator)) == []
+    body["data"]["user.password"] = base64.b64encode(key_pw.encode()).decode()
+    stack.kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=json.dumps(body))
+    wait_for(ready_true(stack, "app", ns), 120, "Ready=True again with the right password")
+    stack.kube.kubectl("delete", "clientquota", "app", "-n", ns, "--timeout=60s")
+    stack.kube.kubectl("delete", "kafkacluster", name, "--timeout=30s")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import errno
 import socket
 import time
@@ -10,6 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.serialization import (
+    BestAvailableEncryption,
+    Encoding,
+    NoEncryption,
+    PrivateFormat,
+    pkcs12,
+)
+from cryptography.x509.oid import NameOID
 
 from kquota.cli.brokers import probe, read_live, split_address
 from kquota.cli.connect import add_connection_args, direct_connection
@@ -85,11 +97,73 @@ def test_sasl_settings_keep_the_password_out_of_the_repr() -> None:
     assert (conn.request_timeout_ms, conn.connect_timeout_ms) == (5000, 5000)
 
 
-def test_ssl_with_pem_files() -> None:
-    props = sasl("SASL_SSL", **{"ssl.truststore.type": "PEM", "ssl.truststore.location": "/ca.pem"})
-    props["ssl.keystore.location"] = "/client.pem"
+def self_signed(cn: str) -> tuple[str, str, Any, Any]:
+    """A certificate and key, as PEM text and as objects (for PKCS#12 stores)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + dt.timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()).decode()
+    return cert.public_bytes(Encoding.PEM).decode(), key_pem, cert, key
+
+
+def test_ssl_with_pem_files(tmp_path: Path) -> None:
+    ca_pem, _, _, _ = self_signed("ca")
+    cert_pem, key_pem, _, _ = self_signed("client")
+    (tmp_path / "ca.pem").write_text(ca_pem)
+    (tmp_path / "client.pem").write_text(cert_pem + key_pem)  # Kafka's PEM keystore: chain and key in one file
+    props = sasl("SASL_SSL", **{"ssl.truststore.type": "PEM", "ssl.truststore.location": str(tmp_path / "ca.pem")})
+    props["ssl.keystore.location"] = str(tmp_path / "client.pem")
     conn = settings_from_properties(props, "kafka:9093", 5)
-    assert (conn.ssl_cafile, conn.ssl_certfile) == ("/ca.pem", "/client.pem")
+    assert conn.ssl_cafile and conn.ssl_certfile and conn.ssl_keyfile
+    assert Path(conn.ssl_cafile).read_text() == ca_pem
+    assert Path(conn.ssl_certfile).read_text() == cert_pem
+    assert "PRIVATE KEY" in Path(conn.ssl_keyfile).read_text()
+
+
+def test_ssl_with_pkcs12_stores_as_kafka_clients_name_them(tmp_path: Path) -> None:
+    ca_pem, _, ca, _ = self_signed("ca")
+    cert_pem, _, cert, key = self_signed("client")
+    (tmp_path / "trust.p12").write_bytes(
+        pkcs12.serialize_key_and_certificates(b"t", None, None, [ca], BestAvailableEncryption(b"trustpw"))
+    )
+    (tmp_path / "keys.p12").write_bytes(
+        pkcs12.serialize_key_and_certificates(b"k", key, cert, None, BestAvailableEncryption(b"keypw"))
+    )
+    props = {
+        "security.protocol": "SSL",
+        "ssl.truststore.type": "PKCS12",
+        "ssl.truststore.location": str(tmp_path / "trust.p12"),
+        "ssl.truststore.password": "trustpw",
+        # No type: Kafka's default (JKS) reads PKCS#12 files, and so does kquota.
+        "ssl.keystore.location": str(tmp_path / "keys.p12"),
+        "ssl.keystore.password": "keypw",
+        "ssl.key.password": "keypw",
+    }
+    conn = settings_from_properties(props, "kafka:9093", 5)
+    assert conn.ssl_cafile and conn.ssl_certfile and conn.ssl_keyfile
+    assert Path(conn.ssl_cafile).read_text() == ca_pem
+    assert Path(conn.ssl_certfile).read_text() == cert_pem
+    props["ssl.keystore.password"] = "wrong-and-secret"
+    with pytest.raises(TargetError) as info:
+        settings_from_properties(props, "kafka:9093", 5)
+    assert "wrong password" in str(info.value) and "wrong-and-secret" not in str(info.value)
+
+
+def test_a_jks_store_is_refused_with_the_conversion(tmp_path: Path) -> None:
+    (tmp_path / "t.jks").write_bytes(b"\xfe\xed\xfe\xed" + b"\x00" * 40)
+    props = {"security.protocol": "SSL", "ssl.truststore.location": str(tmp_path / "t.jks")}
+    with pytest.raises(TargetError, match=r"a JKS store is not supported.*keytool -importkeystore"):
+        settings_from_properties(props, "k:1", 5)
 
 
 @pytest.mark.parametrize(
@@ -103,12 +177,11 @@ def test_ssl_with_pem_files() -> None:
             {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}, "k:1", "needs sasl.jaas.config", id="no JAAS"
         ),
         pytest.param(
-            {"security.protocol": "SSL", "ssl.truststore.location": "/t.jks", "ssl.truststore.type": "JKS"},
+            {"security.protocol": "SSL", "ssl.truststore.location": "/t.bks", "ssl.truststore.type": "BKS"},
             "k:1",
-            "JKS is not supported",
-            id="a JKS truststore",
+            "type BKS is not supported",
+            id="a store type kquota does not read",
         ),
-        pytest.param({"security.protocol": "SSL", "ssl.key.password": SECRET}, "k:1", "encrypted", id="a key password"),
         pytest.param({"security.protocol": "TLS"}, "k:1", "is not one of", id="an unknown protocol"),
     ],
 )

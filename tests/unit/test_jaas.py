@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kquota.k8s.api import SecretNotFound
+from kquota.k8s.api import SecretData, SecretNotFound
 from kquota.kafka.jaas import JaasError, jaas_options
 from kquota.reconcile.build import sasl_credentials
 
@@ -49,19 +49,23 @@ def test_a_malformed_jaas_line_is_refused(text: str) -> None:
         jaas_options(text)
 
 
+def secret(data: dict[str, str], where: str = "Secret ns/u") -> SecretData:
+    return SecretData(where, {k: v.encode() for k, v in data.items()})
+
+
 def test_a_strimzi_kafkauser_secret_gives_the_username_from_its_jaas_line() -> None:
-    assert sasl_credentials(STRIMZI, "username", "password", "Secret ns/u") == ("my-user", "s3cr3t")
+    assert sasl_credentials(secret(STRIMZI, "Secret ns/u"), "username", "password") == ("my-user", "s3cr3t")
 
 
 def test_explicit_keys_win_over_the_jaas_line() -> None:
     data = {**STRIMZI, "username": "other", "password": "pw"}
-    assert sasl_credentials(data, "username", "password", "Secret ns/u") == ("other", "pw")
+    assert sasl_credentials(secret(data, "Secret ns/u"), "username", "password") == ("other", "pw")
     # Only the missing one comes from the JAAS line.
-    assert sasl_credentials({**STRIMZI, "password": "pw"}, "username", "password", "w") == ("my-user", "pw")
+    assert sasl_credentials(secret({**STRIMZI, "password": "pw"}, "w"), "username", "password") == ("my-user", "pw")
 
 
 def test_custom_keys_are_read() -> None:
-    assert sasl_credentials({"u": "a", "p": "b"}, "u", "p", "w") == ("a", "b")
+    assert sasl_credentials(secret({"u": "a", "p": "b"}, "w"), "u", "p") == ("a", "b")
 
 
 @pytest.mark.parametrize(
@@ -75,5 +79,5 @@ def test_custom_keys_are_read() -> None:
 )
 def test_missing_credentials_name_what_is_missing(data: dict[str, str], says: str) -> None:
     with pytest.raises(SecretNotFound, match="Secret ns/u") as err:
-        sasl_credentials(data, "username", "password", "Secret ns/u")
+        sasl_credentials(secret(data, "Secret ns/u"), "username", "password")
     assert says in str(err.value)

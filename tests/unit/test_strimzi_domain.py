@@ -9,17 +9,32 @@ import pytest
 from kquota.domain.entities import Entity
 from kquota.domain.plan import Protection, UnmanagedPolicy, plan
 from kquota.domain.status import STALLED, Reason
-from kquota.domain.strimzi import IGNORED_USERS_ENV, StrimziError, listener, ownership, parse_version, user_principal
+from kquota.domain.strimzi import (
+    IGNORED_USERS_ENV,
+    StrimziError,
+    UserOperatorView,
+    decode_username,
+    java_pattern,
+    listener,
+    ownership,
+    parse_version,
+    rollout_problem,
+    user_principal,
+)
 from kquota.domain.tenancy import refusal
 from tests.support.quotas import C, P
 
 
 def kafka(
-    user_operator: bool = True, pattern: str | None = None, version: str | None = "0.48.0", **spec: Any
+    user_operator: bool = True,
+    pattern: str | None = None,
+    version: str | None = "0.48.0",
+    uo: dict[str, Any] | None = None,
+    **spec: Any,
 ) -> dict[str, Any]:
     eo: dict[str, Any] = {"topicOperator": {}}
     if user_operator:
-        eo["userOperator"] = {}
+        eo["userOperator"] = uo or {}
     if pattern is not None:
         eo["template"] = {"userOperatorContainer": {"env": [{"name": IGNORED_USERS_ENV, "value": pattern}]}}
     return {
@@ -71,10 +86,11 @@ def kafka_user(name: str, auth: str = "scram-sha-512", username: str | None = No
 
 def test_a_listener_gives_its_address_tls_and_authentication() -> None:
     tls = listener(kafka(), "tls")
-    assert (tls.bootstrap_servers, tls.tls, tls.authentication) == (
+    assert (tls.bootstrap_servers, tls.tls, tls.authentication, tls.certificates) == (
         "my-cluster-kafka-bootstrap.kafka.svc:9093",
         True,
         "tls",
+        ("x",),
     )
     plain = listener(kafka(), "plain")
     assert (plain.tls, plain.authentication) == (False, None)
@@ -93,25 +109,144 @@ def test_principals_as_the_brokers_see_them() -> None:
     assert user_principal(kafka_user("app", "tls", username="CN=app")) == "CN=app"
 
 
-def test_the_user_operator_owns_every_kafkauser_and_every_other_user_unless_ignored() -> None:
+def test_the_user_operator_owns_both_forms_of_every_kafkauser_and_every_other_user_unless_ignored() -> None:
     owned = ownership(kafka(), [kafka_user("app"), kafka_user("svc", "tls")])
-    assert "KafkaUser kafka/app" in (owned.owner(Entity.for_user("app")) or "")
-    # A TLS user's principal and its bare name: the User Operator reconciles both.
-    assert "KafkaUser kafka/svc" in (owned.owner(Entity.for_user("CN=svc")) or "")
-    assert "KafkaUser kafka/svc" in (owned.owner(Entity.for_user("svc")) or "")
+    # Both name forms of every KafkaUser, whatever its authentication: one is set, the other cleared.
+    for user in ("app", "CN=app", "svc", "CN=svc"):
+        assert "KafkaUser kafka/" in (owned.owner(Entity.for_user(user)) or ""), user
     other = owned.owner(Entity.for_user("batch"))
     assert other is not None and IGNORED_USERS_ENV in other and "userOperatorContainer.env" in other
-    # Pairs, client-ids and IPs are never the User Operator's.
+    # A KafkaUser's pair, a client-id and an IP: the User Operator never writes them, nor deletes anything for them.
     assert owned.owner(Entity.for_pair("app", "c")) is None
+    assert owned.owner(Entity.for_pair("CN=svc", "c")) is None
     assert owned.owner(Entity.for_client("c")) is None
     assert owned.owner(Entity.for_ip("10.0.0.1")) is None
+    assert owned.owner(Entity.for_pair(None, "c")) is None, "the User Operator skips <default> users"
 
 
-def test_the_ignore_pattern_hands_users_to_kquota_but_not_kafkausers() -> None:
-    owned = ownership(kafka(pattern="kq-.*"), [kafka_user("kq-app")])
+def test_a_pair_of_a_user_without_kafkauser_or_pattern_match_is_refused_naming_what_strimzi_would_delete() -> None:
+    owned = ownership(kafka(pattern="(CN=)?kq-.*", uo={"secretPrefix": "kafka-"}), [kafka_user("app")])
+    why = owned.owner(Entity.for_pair("dave", "etl"))
+    assert why is not None
+    for part in (
+        "'dave'",
+        "deletion path",
+        "Secret kafka-dave in namespace kafka",
+        "SCRAM credential of dave",
+        "ACLs of dave and CN=dave",
+        "users/dave and users/CN=dave",
+        "create a KafkaUser dave",
+    ):
+        assert part in why, (part, why)
+    # A TLS principal with more than a CN decodes to its CN (app has a KafkaUser): nothing is deleted for it.
+    assert owned.owner(Entity.for_user("CN=app,OU=platform")) is None
+    assert owned.owner(Entity.for_pair("CN=app,OU=platform", "c")) is None
+    # Not app: the User Operator would delete user "x" (the CN of this name).
+    assert "deletion path" in (owned.owner(Entity.for_user("CN=x,OU=platform")) or "")
+    # Matched by the pattern as written: left alone by the User Operator.
+    assert owned.owner(Entity.for_pair("kq-etl", "c")) is None
+    assert owned.owner(Entity.for_pair("CN=kq-etl", "c")) is None
+
+
+def test_the_ignore_pattern_hands_users_to_kquota_only_when_it_matches_both_forms() -> None:
+    owned = ownership(kafka(pattern="(CN=)?kq-.*"), [kafka_user("kq-app")])
     assert owned.owner(Entity.for_user("kq-batch")) is None
+    assert owned.owner(Entity.for_user("CN=kq-batch")) is None
     assert owned.owner(Entity.for_user("xkq-batch")) is not None, "Java's matches(): the whole name"
     assert owned.owner(Entity.for_user("kq-app")) is not None, "a KafkaUser is reconciled whatever the pattern"
+    assert owned.owner(Entity.for_user("CN=kq-app")) is not None, "both forms of a KafkaUser"
+    # One form only: an entity on the other form would make the User Operator delete the user, this quota included.
+    half = ownership(kafka(pattern="kq-.*"), [])
+    why = half.owner(Entity.for_user("kq-batch"))
+    assert why is not None and "matches 'kq-batch' but not 'CN=kq-batch'" in why and "'(CN=)?kq-batch'" in why
+    assert "clears the quotas" in (half.owner(Entity.for_user("CN=kq-batch")) or "")
+
+
+@pytest.mark.parametrize(
+    ("name", "decoded"),
+    [
+        ("app", "app"),
+        ("CN=app", "app"),
+        ("CN=app,OU=platform,O=Acme", "app"),
+        ("OU=x,CN=a", "a"),
+        ("CN=a\\,b", "a,b"),
+        ('CN="a,b"', "a,b"),
+        ("cn=app", "cn=app"),  # the User Operator looks for "CN=" as written
+        ("CN=", ""),
+        ("CN=a,garbage", None),
+    ],
+)
+def test_usernames_decode_as_the_user_operator_decodes_them(name: str, decoded: str | None) -> None:
+    assert decode_username(name) == decoded
+
+
+def test_java_patterns_run_as_python_or_say_why_not() -> None:
+    named = java_pattern("(?<team>kq)-.*")
+    assert not isinstance(named, str) and named.fullmatch("kq-x")
+    assert isinstance(java_pattern("\\p{Alpha}+"), str)
+    # An unevaluable pattern counts as none (the User Operator's side), and the message says why.
+    owned = ownership(kafka(pattern="\\p{Alpha}+"), [])
+    assert owned.ignored_pattern is None
+    assert owned.view is not None and "cannot evaluate" in (owned.view.pattern_note or "")
+    assert "cannot evaluate" in (owned.owner(Entity.for_user("abc")) or "")
+
+
+def test_the_user_operator_namespace_and_prefix_come_from_the_kafka_without_a_running_view() -> None:
+    owned = ownership(kafka(uo={"watchedNamespace": "users", "secretPrefix": "p-"}), [])
+    assert owned.view == UserOperatorView("users", "p-", None, None)
+    assert "in namespace users" in owned.summary()
+
+
+@pytest.mark.parametrize(
+    ("deployment", "problem"),
+    [
+        (
+            {
+                "metadata": {"generation": 2},
+                "spec": {"replicas": 1},
+                "status": {"observedGeneration": 2, "replicas": 1, "updatedReplicas": 1, "availableReplicas": 1},
+            },
+            None,
+        ),
+        (
+            {
+                "metadata": {"generation": 3},
+                "spec": {"replicas": 1},
+                "status": {"observedGeneration": 2, "replicas": 1, "updatedReplicas": 1, "availableReplicas": 1},
+            },
+            "not seen its latest template",
+        ),
+        (
+            {
+                "metadata": {"generation": 3},
+                "spec": {"replicas": 1},
+                "status": {"observedGeneration": 3, "replicas": 2, "updatedReplicas": 1, "availableReplicas": 1},
+            },
+            "1 old pod(s) still run",
+        ),
+        (
+            {
+                "metadata": {"generation": 3},
+                "spec": {"replicas": 1},
+                "status": {"observedGeneration": 3, "replicas": 1, "updatedReplicas": 0, "availableReplicas": 1},
+            },
+            "0 of 1 pods run its latest template",
+        ),
+        (
+            {
+                "metadata": {"generation": 3},
+                "spec": {"replicas": 1},
+                "status": {"observedGeneration": 3, "replicas": 1, "updatedReplicas": 1, "availableReplicas": 0},
+            },
+            "0 of 1 updated pods are available",
+        ),
+    ],
+)
+def test_a_pattern_counts_only_once_the_entity_operator_is_rolled_out(
+    deployment: dict[str, Any], problem: str | None
+) -> None:
+    found = rollout_problem(deployment)
+    assert (found is None) if problem is None else (problem in (found or "")), found
 
 
 def test_without_a_user_operator_users_are_kquotas() -> None:
@@ -134,7 +269,7 @@ def test_the_handover_hint_depends_on_the_version() -> None:
 
 
 def test_a_resource_for_a_strimzi_user_is_refused_and_its_entity_never_touched() -> None:
-    owned = ownership(kafka(pattern="kq-.*"), [kafka_user("app")])
+    owned = ownership(kafka(pattern="(CN=)?kq-.*"), [kafka_user("app")])
     protection = Protection(strimzi=owned)
     refused = refusal("team", [Entity.for_user("app")], None, protection)
     assert refused is not None and refused[0] is Reason.OWNED_BY_STRIMZI and "KafkaUser kafka/app" in refused[1]

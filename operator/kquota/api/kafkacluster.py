@@ -69,9 +69,13 @@ class StrimziObjectRef(SpecModel):
 
 
 class StrimziUserRef(SpecModel):
-    """A Strimzi KafkaUser, in the Kafka's namespace unless namespace is set."""
+    """A Strimzi KafkaUser, in the namespace its User Operator watches unless namespace is set."""
 
-    namespace: Namespace | None = Field(None, description="Namespace of the KafkaUser (default: the Kafka's).")
+    namespace: Namespace | None = Field(
+        None,
+        description="Namespace of the KafkaUser (default: the one its User Operator watches: "
+        "spec.entityOperator.userOperator.watchedNamespace, else the Kafka's).",
+    )
     name: ObjectName = Field(description="Name of the KafkaUser.")
 
 
@@ -80,18 +84,23 @@ class Strimzi(SpecModel):
 
     kafka: StrimziObjectRef = Field(
         description="The Strimzi Kafka (kafka.strimzi.io, v1 or v1beta2). The bootstrap address is the "
-        "listener's status.listeners[].bootstrapServers; with a TLS listener the CA is the Secret "
-        "<kafka>-cluster-ca-cert (key ca.crt) in the Kafka's namespace. Re-read on every pass, as Secrets are."
+        "listener's status.listeners[].bootstrapServers. With a TLS listener kquota trusts the certificates the "
+        "listener's status lists (the cluster CA's, or the listener's custom certificate) and every CA "
+        "certificate in the Secret <kafka>-cluster-ca-cert (ca.crt, and the old ca-<date>.crt during a CA key "
+        "replacement); its binary ca.p12 is never read. Re-read on every pass, as Secrets are, with the Entity "
+        "Operator Deployment <kafka>-entity-operator (where the User Operator looks for KafkaUsers and the "
+        "STRIMZI_IGNORED_USERS_PATTERN it runs with)."
     )
     listener: Annotated[str, Field(min_length=1, max_length=63, pattern=DNS1123_LABEL)] = Field(
         description="Name of the Kafka's listener to connect through (spec.kafka.listeners[].name). Its "
         "tls and authentication decide the protocol: scram-sha-512 uses the KafkaUser's SCRAM Secret "
-        "(password and sasl.jaas.config), tls its user.crt and user.key."
+        "(password, else sasl.jaas.config), tls its user.crt and user.key (else user.p12 with user.password)."
     )
     kafka_user: StrimziUserRef | None = Field(
         None,
         description="The KafkaUser kquota authenticates as (required when the listener has authentication). "
-        "Its Secret is status.secret (else the KafkaUser's name) in its namespace.",
+        "Its Secret is status.secret (else the User Operator's secret prefix and the KafkaUser's name) in its "
+        "namespace.",
     )
 
 
@@ -110,10 +119,12 @@ class KafkaClusterSpec(SpecModel):
     strimzi: Strimzi | None = Field(
         None,
         description="Connect through a Strimzi Kafka and KafkaUser instead of bootstrapServers and security. "
-        "kquota then also leaves Strimzi's quotas alone: the users/<name> entities its User Operator manages "
-        "(every KafkaUser's, and every other user's unless STRIMZI_IGNORED_USERS_PATTERN matches it) and "
-        "users/<default> (the Cluster Operator's since Strimzi 0.42) are refused with reason OwnedByStrimzi "
-        "and never touched, Adopt included; the StrimziUsers condition says how to hand users to kquota.",
+        "kquota then also leaves Strimzi's quotas alone: the users/<name> and users/CN=<name> entities its User "
+        "Operator manages (every KafkaUser's, and every other user's unless STRIMZI_IGNORED_USERS_PATTERN, as "
+        "the User Operator runs it, matches both forms), users/<default> (the Cluster Operator's since Strimzi "
+        "0.42), and any entity whose user the User Operator would delete for it (a {user, client-id} pair of a "
+        "user with neither a KafkaUser nor a pattern match) are refused with reason OwnedByStrimzi and never "
+        "touched, Adopt included; the StrimziUsers condition says how to hand users to kquota.",
     )
     security: Security = Field(
         default_factory=Security,

@@ -51,21 +51,78 @@ class Sasl(SpecModel):
     credentials_secret_ref: CredentialsSecretRef = Field(description="Where the username and password are.")
 
 
+StoreType = Literal["PEM", "PKCS12"]
+PKCS12_ONLY_CA: Final = "truststoreKey and passwordKey are used only with type: PKCS12"
+PKCS12_ONLY_CLIENT: Final = "keystoreKey and passwordKey are used only with type: PKCS12"
+#: The keys a PKCS#12 store and its password have when a ref does not name them (Strimzi's names).
+DEFAULT_TRUSTSTORE_KEY: Final = "ca.p12"
+DEFAULT_KEYSTORE_KEY: Final = "user.p12"
+DEFAULT_CA_PASSWORD_KEY: Final = "ca.password"  # noqa: S105 - the name of a Secret key
+DEFAULT_USER_PASSWORD_KEY: Final = "user.password"  # noqa: S105 - the name of a Secret key
+
+
 class CaSecretRef(SpecModel):
-    """A Secret with the CA certificate (PEM) that signed the brokers' certificates."""
+    """A Secret with the certificates that signed the brokers' certificates: PEM, or a PKCS#12 truststore.
+
+    Every certificate found is trusted, as every entry of a Java truststore is
+    (Kafka's ssl.truststore.*): a CA, an intermediate, or a broker's own
+    certificate. Only the keys named here are read; other keys of the Secret,
+    binary ones included, are never decoded.
+    """
 
     namespace: Namespace = Field(description="Namespace of the Secret.")
     name: ObjectName = Field(description="Name of the Secret.")
-    key: SecretKey = Field("ca.crt", description="Key of the PEM CA certificate in the Secret.")
+    type: StoreType = Field(
+        "PEM",
+        description="PEM (default): the key holds PEM certificates. PKCS12: truststoreKey holds a PKCS#12 "
+        "truststore (as Kafka's ssl.truststore.type=PKCS12), opened with the password in passwordKey, as a "
+        "Strimzi cluster CA Secret has them (ca.p12, ca.password).",
+    )
+    key: SecretKey = Field("ca.crt", description="Key of the PEM certificates in the Secret (type PEM).")
+    truststore_key: SecretKey | None = Field(
+        None, description="Key of the PKCS#12 truststore in the Secret (type PKCS12; default ca.p12)."
+    )
+    password_key: SecretKey | None = Field(
+        None, description="Key of the truststore's password in the same Secret (type PKCS12; default ca.password)."
+    )
+
+    __rules__: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            "self.type == 'PKCS12' || (!has(self.truststoreKey) && !has(self.passwordKey))",
+            PKCS12_ONLY_CA,
+            lambda s: s.type == "PKCS12" or (s.truststore_key is None and s.password_key is None),
+        ),
+    )
 
 
 class ClientCertSecretRef(SpecModel):
-    """A Secret with the operator's client certificate and key (PEM), for mutual TLS."""
+    """A Secret with the operator's client certificate and key, for mutual TLS: PEM, or a PKCS#12 keystore."""
 
     namespace: Namespace = Field(description="Namespace of the Secret.")
     name: ObjectName = Field(description="Name of the Secret.")
-    cert_key: SecretKey = Field("tls.crt", description="Key of the PEM certificate in the Secret.")
-    key_key: SecretKey = Field("tls.key", description="Key of the PEM private key in the Secret.")
+    type: StoreType = Field(
+        "PEM",
+        description="PEM (default): certKey and keyKey hold the PEM certificate (chain) and private key. "
+        "PKCS12: keystoreKey holds a PKCS#12 keystore with the key and its certificate (as Kafka's "
+        "ssl.keystore.type=PKCS12), opened with the password in passwordKey, as a Strimzi TLS KafkaUser's "
+        "Secret has them (user.p12, user.password).",
+    )
+    cert_key: SecretKey = Field("tls.crt", description="Key of the PEM certificate in the Secret (type PEM).")
+    key_key: SecretKey = Field("tls.key", description="Key of the PEM private key in the Secret (type PEM).")
+    keystore_key: SecretKey | None = Field(
+        None, description="Key of the PKCS#12 keystore in the Secret (type PKCS12; default user.p12)."
+    )
+    password_key: SecretKey | None = Field(
+        None, description="Key of the keystore's password in the same Secret (type PKCS12; default user.password)."
+    )
+
+    __rules__: ClassVar[tuple[Rule, ...]] = (
+        Rule(
+            "self.type == 'PKCS12' || (!has(self.keystoreKey) && !has(self.passwordKey))",
+            PKCS12_ONLY_CLIENT,
+            lambda s: s.type == "PKCS12" or (s.keystore_key is None and s.password_key is None),
+        ),
+    )
 
 
 class Tls(SpecModel):

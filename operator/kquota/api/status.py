@@ -91,13 +91,16 @@ _CONDITIONS_DOC: Final = (
     "broker runs a client.quota.callback.class, which decides client quotas itself: Stalled until the "
     "KafkaCluster's spec.quotaCallback.honoursEntityQuotas says the callback enforces them; a QuotaCallback "
     "condition names the class; IP connection rates are not affected); OwnedByStrimzi (the KafkaCluster "
-    "connects through a Strimzi Kafka and Strimzi manages this entity: its User Operator (a KafkaUser's user, or "
-    "any user not matching STRIMZI_IGNORED_USERS_PATTERN) or its Cluster Operator (users/<default>); kquota sets "
-    "and removes nothing on it); LedgerFromNewerOperator (the KafkaCluster's ownership ledger is in a format a "
+    "connects through a Strimzi Kafka and Strimzi manages this entity: its User Operator (either name form of a "
+    "KafkaUser's user, or any user the STRIMZI_IGNORED_USERS_PATTERN it runs with does not match in both forms) or "
+    "its Cluster Operator (users/<default>), or setting it would make the User Operator delete its user (a pair "
+    "whose user has neither a KafkaUser nor a pattern match): kquota sets and removes nothing on it); "
+    "LedgerFromNewerOperator (the KafkaCluster's ownership ledger is in a format a "
     "newer kquota wrote: nothing is set or removed and deletions wait until the operator is upgraded again or the "
     "ledger is restored); ClusterNotReady (the KafkaCluster's "
-    "spec is unusable or "
-    "a Secret it names is unreadable); TopicNotFound; UnsupportedByBroker."
+    "spec is unusable, a Secret or Strimzi object it names is missing or unusable, or a pass failed while "
+    "reading what it needs: the message names the step and the cause; retried with backoff, one Warning event "
+    "on the KafkaCluster); TopicNotFound; UnsupportedByBroker."
 )
 _CONDITIONS_EXTRA: Final[dict[str, Any]] = {
     "x-kubernetes-list-type": "map",

@@ -90,6 +90,8 @@ class Selection:
     notes: list[str]
     #: Each resource's outcome known before anything is sent (topics, refusals, conflicts), by uid.
     outcomes: Mapping[str, Outcome]
+    #: The entities of resources refused because kquota never touches them (protected, Strimzi's).
+    shielded: frozenset[Entity] = frozenset()
 
 
 def _keyed(c: ResourceClaim) -> ResourceClaim:
@@ -133,6 +135,7 @@ def select(
     outcomes = claimers_outcomes(gated)
     notes: list[str] = []
     noted: set[str] = set()
+    shielded: set[Entity] = set()
     for c in ordered:
         if cluster is not None and c.cluster != cluster:
             notes.append(f"{c.ref}: targets cluster {c.cluster}, not {cluster}; not planned")
@@ -142,6 +145,8 @@ def select(
         if note is not None:
             notes.append(note)
             noted.add(c.ref.uid)
+        if outcome is not None and outcome.reason in (Reason.PROTECTED, Reason.OWNED_BY_STRIMZI):
+            shielded.update(e for e, _ in c.entries if protection.covers(e))
     if cluster is None:
         clusters = sorted(
             {c.cluster for c in ordered if c.ref.uid not in noted or gated.outcomes[c.ref.uid].reason not in SKIPPED}
@@ -151,4 +156,4 @@ def select(
                 f"the manifests target several clusters ({', '.join(clusters)}); all are compared with "
                 "these brokers: pass --cluster to plan one"
             )
-    return Selection(gated.claims, gated.keep, notes, outcomes)
+    return Selection(gated.claims, gated.keep, notes, outcomes, frozenset(shielded))

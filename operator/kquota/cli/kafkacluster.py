@@ -128,6 +128,8 @@ async def from_kubernetes(args: argparse.Namespace, with_claimants: bool, need_l
             cfg = await cluster_config(body, kube, settings)
         except SecretNotFound as exc:
             raise TargetError(f"KafkaCluster {name}: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - one line for the user, never a traceback (as the operator's status)
+            raise TargetError(f"KafkaCluster {name}: cannot be resolved: {type(exc).__name__}: {exc}") from None
         if cfg is None:
             raise TargetError(f"KafkaCluster {name} has an invalid spec")
         ledger: Quotas | None = None

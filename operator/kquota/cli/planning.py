@@ -106,8 +106,13 @@ def rows_of(
     hold: GuardHold | None = None,
     causes: Mapping[tuple[Entity, QuotaKey], str] | None = None,
     strimzi: StrimziOwnership | None = None,
+    shielded: frozenset[Entity] = frozenset(),
 ) -> list[Row]:
-    """The plan as rows, sorted by entity then key; removals ``hold`` names are HELD rows."""
+    """The plan as rows, sorted by entity then key; removals ``hold`` names are HELD rows.
+
+    ``shielded`` are the entities of resources refused as protected or Strimzi's: each is a
+    PROTECTED row, as the plan's own protected entities are.
+    """
     owned = ledger or {}
     drift = {(d.entity, d.key) for d in the_plan.drift}
     rows: list[Row] = []
@@ -157,7 +162,7 @@ def rows_of(
             else:
                 note = "not in the manifests; left alone"
             rows.append(Row(Action.UNMANAGED, entity, key, value, None, None, note))
-    for entity in the_plan.protected:
+    for entity in sorted(the_plan.protected | shielded, key=Entity.sort_key):
         owner = strimzi.owner(entity) if strimzi is not None else None
         note = f"Strimzi's, never changed: {owner}" if owner else "protected principal; never changed"
         rows.append(Row(Action.PROTECTED, entity, None, None, None, None, note))
@@ -229,7 +234,9 @@ def make_report(
     causes = removal_causes(target.claimants or [], [c for c in claimants if not c.deleting], gone)
     rows = [
         r
-        for r in rows_of(the_plan, claims, live, target.ledger, hold, causes, target.protection.strimzi)
+        for r in rows_of(
+            the_plan, claims, live, target.ledger, hold, causes, target.protection.strimzi, selection.shielded
+        )
         if common.entity_selected(r.entity, globs)
     ]
     if target.ledger is None:

@@ -1,8 +1,10 @@
 """``kafka-configs --command-config`` files: Java properties with a JAAS line, read into ConnectionSettings.
 
 The same file serves both tools: ``security.protocol``, ``sasl.mechanism``,
-``sasl.jaas.config`` with username and password, PEM ``ssl.*`` files. No
-message here quotes a property value, so credentials never reach the output.
+``sasl.jaas.config`` with username and password, ``ssl.truststore.*`` and
+``ssl.keystore.*`` as PEM or PKCS12 stores (``.type``, ``.location``,
+``.password``, Kafka's own names). No message here quotes a property value, so
+credentials never reach the output.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from kquota.cli.target import TargetError
-from kquota.kafka.settings import ConnectionSettings
+from kquota.kafka.keystores import KeyMaterial, KeystoreError, bundle, pem_certificates, pkcs12_store
+from kquota.kafka.settings import ConnectionSettings, tls_file
 
 SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -94,16 +97,55 @@ def parse_jaas(text: str) -> dict[str, str]:
     return options
 
 
-def _pem_file(props: Mapping[str, str], prefix: str) -> str | None:
+#: The first bytes of a Java KeyStore (JKS) file, which neither Python nor cryptography reads.
+JKS_MAGIC: Final = b"\xfe\xed\xfe\xed"
+
+
+def _store_type(props: Mapping[str, str], prefix: str, data: bytes) -> str:
+    """PEM or PKCS12, as the file is (Java's "JKS" type reads PKCS#12 files too; a real JKS file is refused)."""
+    kind = props.get(f"{prefix}.type", "").upper()
+    if data.startswith(JKS_MAGIC) or kind not in ("", "PEM", "PKCS12", "JKS"):
+        raise TargetError(
+            f"{prefix}: {'a JKS store' if data.startswith(JKS_MAGIC) else f'type {kind}'} is not supported: kquota "
+            "reads PEM and PKCS12 stores (keytool -importkeystore -deststoretype PKCS12 converts a JKS one)"
+        )
+    if kind == "PEM" or (kind == "" and data.lstrip().startswith(b"-----BEGIN")):
+        return "PEM"
+    return "PKCS12"
+
+
+def _read_store(props: Mapping[str, str], prefix: str) -> KeyMaterial | None:
+    """The certificates (and key) of ``ssl.truststore.*`` or ``ssl.keystore.*``, as Kafka's clients read them."""
     location = props.get(f"{prefix}.location")
     if not location:
         return None
-    kind = props.get(f"{prefix}.type", "").upper()
-    if kind not in ("", "PEM"):
-        raise TargetError(
-            f"{prefix}.type {kind} is not supported: kquota reads PEM files (convert with keytool/openssl)"
-        )
-    return location
+    where = f"{prefix}.location {location}"
+    _store_type(props, prefix, b"")
+    try:
+        data = Path(location).read_bytes()
+    except OSError as exc:
+        raise TargetError(f"{where}: cannot read: {exc.strerror}") from None
+    kind = _store_type(props, prefix, data)
+    try:
+        if kind == "PKCS12":
+            return pkcs12_store(data, props.get(f"{prefix}.password"), where)
+        text = data.decode("utf-8")
+    except KeystoreError as exc:
+        raise TargetError(str(exc)) from None
+    except UnicodeDecodeError:
+        raise TargetError(f"{where} is not PEM text (set {prefix}.type=PKCS12 for a PKCS#12 store)") from None
+    try:
+        certs = pem_certificates(text, where)
+    except KeystoreError as exc:
+        raise TargetError(str(exc)) from None
+    key = None
+    if prefix == "ssl.keystore":
+        if "PRIVATE KEY-----" not in text:
+            raise TargetError(f"{where} holds no PEM private key")
+        if "ENCRYPTED PRIVATE KEY" in text or props.get("ssl.key.password"):
+            raise TargetError("encrypted PEM private keys are not supported: use an unencrypted PEM key, or PKCS12")
+        key = text
+    return KeyMaterial(certs, key)
 
 
 def settings_from_properties(props: Mapping[str, str], bootstrap: str | None, timeout: float) -> ConnectionSettings:
@@ -136,13 +178,16 @@ def settings_from_properties(props: Mapping[str, str], bootstrap: str | None, ti
             "sasl_password": options["password"],
         }
     if protocol.endswith("SSL"):
-        conn["ssl_cafile"] = _pem_file(props, "ssl.truststore")
-        keystore = _pem_file(props, "ssl.keystore")
-        if keystore:
-            # A PEM keystore file holds the certificate chain and the key, which Python's ssl loads from one file.
-            conn["ssl_certfile"] = keystore
-        if props.get("ssl.key.password") or props.get("ssl.keystore.password"):
-            raise TargetError("encrypted private keys are not supported: use an unencrypted PEM key")
+        # Both become private PEM files (kafka-python reads only those), whatever the store's type.
+        trust = _read_store(props, "ssl.truststore")
+        if trust is not None:
+            conn["ssl_cafile"] = tls_file(bundle(trust.certificates), "command-config", "ca")
+        keystore = _read_store(props, "ssl.keystore")
+        if keystore is not None:
+            if keystore.key is None or not keystore.certificates:
+                raise TargetError("ssl.keystore holds no private key with its certificate")
+            conn["ssl_certfile"] = tls_file("".join(keystore.certificates), "command-config", "cert")
+            conn["ssl_keyfile"] = tls_file(keystore.key, "command-config", "key")
     return ConnectionSettings(**conn)
 
 

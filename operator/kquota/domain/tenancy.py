@@ -127,7 +127,7 @@ def refusal(
         for e in entities:
             owner = protection.strimzi.owner(e)
             if owner is not None:
-                return Reason.OWNED_BY_STRIMZI, f"{e.path()} is Strimzi's: {owner}; kquota sets nothing for it"
+                return Reason.OWNED_BY_STRIMZI, f"{e.path()}: {owner}; kquota sets nothing for it"
     guarded = [e for e in entities if protection.covers(e)]
     if guarded:
         return Reason.PROTECTED, f"{guarded[0].path()} names a protected principal; kquota never changes it"

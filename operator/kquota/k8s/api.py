@@ -37,6 +37,45 @@ class SecretNotFound(LookupError):
 
 
 @dataclass(frozen=True, slots=True)
+class SecretData:
+    """A Secret's keys as bytes, with the one way to read a key as text.
+
+    Kubernetes stores every key as base64 of arbitrary bytes; a key is decoded
+    as text only when a connection reads it, so a binary key next to it (a
+    PKCS#12 store) never stops anything. Errors name the Secret and the key,
+    never the content.
+    """
+
+    #: ``Secret <namespace>/<name>``, for messages.
+    where: str
+    data: Mapping[str, bytes]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.data
+
+    def names(self) -> list[str]:
+        return sorted(self.data)
+
+    def binary(self, key: str) -> bytes:
+        """The key's bytes (raises SecretNotFound when the Secret has no such key)."""
+        if key not in self.data:
+            raise SecretNotFound(f"{self.where} has no key {key!r}")
+        return self.data[key]
+
+    def text(self, key: str) -> str:
+        """The key as UTF-8 text (raises SecretNotFound when it is missing or not text)."""
+        raw = self.binary(key)
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise SecretNotFound(f"{self.where}: key {key!r} holds binary data, not text") from None
+
+    def get_text(self, key: str) -> str | None:
+        """The key as text, or None when the Secret has no such key (raises SecretNotFound when it is not text)."""
+        return self.text(key) if key in self.data else None
+
+
+@dataclass(frozen=True, slots=True)
 class ObjectRef:
     kind: str
     plural: str
@@ -232,24 +271,43 @@ class Kube:
         except Exception as exc:  # noqa: BLE001 - events are best effort
             log.warning("could not record event %s on %s/%s: %s", reason, namespace, ref.name, exc)
 
-    # -- secrets --------------------------------------------------------------
+    # -- secrets and config maps read for a connection -----------------------------
 
-    async def secret_data(self, namespace: str, name: str) -> dict[str, str]:
-        """Every key of a Secret, decoded (raises SecretNotFound when it cannot be read)."""
+    async def secret(self, namespace: str, name: str) -> SecretData:
+        """A Secret's keys as bytes (raises SecretNotFound when it cannot be read).
+
+        Nothing is decoded here: a Secret may hold binary keys (Strimzi's
+        ``ca.p12`` and ``user.p12``), and only the keys a connection uses are
+        ever decoded, by :class:`SecretData`.
+        """
         try:
             secret = await self.request("GET", _path("api", "v1", "namespaces", namespace, "secrets", name))
         except ApiException as exc:
             if exc.status in (403, 404):
                 raise SecretNotFound(f"Secret {namespace}/{name} is not readable (HTTP {exc.status})") from None
             raise
-        data = secret.get("data") or {}
-        return {k: base64.b64decode(v).decode() for k, v in data.items()}
+        data = {}
+        for key, value in (secret.get("data") or {}).items():
+            try:
+                data[str(key)] = base64.b64decode(str(value), validate=True)
+            except ValueError:
+                # The API server only stores base64; this is a corrupt object, not a reason to stop reading.
+                data[str(key)] = b""
+        return SecretData(f"Secret {namespace}/{name}", data)
 
-    async def secret_value(self, namespace: str, name: str, key: str) -> str:
-        data = await self.secret_data(namespace, name)
-        if key not in data:
-            raise SecretNotFound(f"Secret {namespace}/{name} has no key {key!r}")
-        return data[key]
+    async def config_map_value(self, namespace: str, name: str, key: str) -> str:
+        """One key of a ConfigMap (raises SecretNotFound naming what is missing or unreadable)."""
+        where = f"ConfigMap {namespace}/{name}"
+        try:
+            cm = await self.request("GET", _path("api", "v1", "namespaces", namespace, "configmaps", name))
+        except ApiException as exc:
+            if exc.status in (403, 404):
+                raise SecretNotFound(f"{where} is not readable (HTTP {exc.status})") from None
+            raise
+        value = (cm.get("data") or {}).get(key)
+        if value is None:
+            raise SecretNotFound(f"{where} has no key {key!r}")
+        return str(value)
 
     # -- config maps (the ledger) -----------------------------------------------
 

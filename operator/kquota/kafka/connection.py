@@ -28,7 +28,7 @@ import kafka.errors as kafka_errors
 from kafka import KafkaAdminClient
 
 from kquota.kafka import diagnosis
-from kquota.kafka.settings import ConnectionSettings
+from kquota.kafka.settings import ConnectionSettings, ssl_context
 
 log = logging.getLogger(__name__)
 
@@ -132,15 +132,14 @@ class Connection:
                 "security_protocol": s.security_protocol,
                 "request_timeout_ms": s.request_timeout_ms,
                 "bootstrap_timeout_ms": s.connect_timeout_ms,
-                "ssl_cafile": s.ssl_cafile,
-                "ssl_certfile": s.ssl_certfile,
-                "ssl_keyfile": s.ssl_keyfile,
             }
             if s.sasl_mechanism:
                 configs["sasl_mechanism"] = s.sasl_mechanism
                 configs["sasl_plain_username"] = s.sasl_username
                 configs["sasl_plain_password"] = None if s.sasl_password is None else _Secret(s.sasl_password)
             try:
+                if s.security_protocol.endswith("SSL"):
+                    configs["ssl_context"] = ssl_context(s)
                 self._client = _AdminClient(**configs)
             except _BootstrapFailed as failed:
                 raise diagnosis.unavailable(

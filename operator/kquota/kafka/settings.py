@@ -18,6 +18,7 @@ import glob
 import hashlib
 import os
 import shutil
+import ssl
 import tempfile
 from dataclasses import dataclass, field
 
@@ -75,3 +76,27 @@ def tls_file(pem: str, cluster: str, kind: str) -> str:
             if old != path:
                 os.unlink(old)
     return path
+
+
+def ssl_context(settings: ConnectionSettings) -> ssl.SSLContext:
+    """The TLS context of a connection: kafka-python's own defaults, with Java's truststore semantics.
+
+    As kafka-python builds it (TLS 1.2 or later, host names checked, the CA
+    file or else the system's CAs, the client certificate), plus one thing:
+    every certificate in the CA file is a trust anchor
+    (``VERIFY_X509_PARTIAL_CHAIN``), as every entry of a Java truststore is for
+    Kafka's own clients. A truststore that holds a broker's own certificate, not
+    its CA (a Strimzi listener with a custom certificate lists just that
+    certificate), then works here as it does for a Java client.
+    """
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.check_hostname = True
+    if settings.ssl_cafile:
+        ctx.load_verify_locations(settings.ssl_cafile)
+        ctx.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
+    else:
+        ctx.load_default_certs()
+    if settings.ssl_certfile:
+        ctx.load_cert_chain(certfile=settings.ssl_certfile, keyfile=settings.ssl_keyfile)
+    return ctx

@@ -21,11 +21,20 @@ from pydantic import ValidationError
 
 from kquota.api.cluster_metrics import ExporterNames, duration_seconds
 from kquota.api.kafkacluster import KafkaCluster
+from kquota.api.security import (
+    DEFAULT_CA_PASSWORD_KEY,
+    DEFAULT_KEYSTORE_KEY,
+    DEFAULT_TRUSTSTORE_KEY,
+    DEFAULT_USER_PASSWORD_KEY,
+    CaSecretRef,
+    ClientCertSecretRef,
+)
 from kquota.domain.plan import Protection, UnmanagedPolicy
 from kquota.domain.strimzi import StrimziOwnership
 from kquota.domain.tenancy import Grant
-from kquota.k8s.api import Kube, SecretNotFound
+from kquota.k8s.api import Kube, SecretData, SecretNotFound
 from kquota.kafka.jaas import JaasError, jaas_options
+from kquota.kafka.keystores import KeystoreError, bundle, pem_certificates, pkcs12_store
 from kquota.kafka.principal import CertificateError, subject_principal
 from kquota.kafka.settings import ConnectionSettings, tls_file
 from kquota.metrics.names import MetricNames
@@ -39,31 +48,67 @@ JAAS_KEY = "sasl.jaas.config"
 log = logging.getLogger(__name__)
 
 
-def sasl_credentials(data: Mapping[str, str], username_key: str, password_key: str, where: str) -> tuple[str, str]:
-    """The SASL username and password in a Secret's ``data``.
+def sasl_credentials(data: SecretData, username_key: str, password_key: str) -> tuple[str, str]:
+    """The SASL username and password in a Secret.
 
     Each comes from its key; a key that is missing is read from
     ``sasl.jaas.config`` instead (a Strimzi KafkaUser's Secret has ``password``
     and ``sasl.jaas.config``, no ``username``). Raises SecretNotFound naming
     what is missing.
     """
-    values = {username_key: data.get(username_key), password_key: data.get(password_key)}
+    values = {username_key: data.get_text(username_key), password_key: data.get_text(password_key)}
     missing = [k for k, v in values.items() if v is None]
     if missing:
-        jaas = data.get(JAAS_KEY)
+        jaas = data.get_text(JAAS_KEY)
         if jaas is None:
             keys = " and ".join(repr(k) for k in missing)
-            raise SecretNotFound(f"{where} has no key {keys} (and no {JAAS_KEY!r} to read it from)")
+            raise SecretNotFound(f"{data.where} has no key {keys} (and no {JAAS_KEY!r} to read it from)")
         try:
             options = jaas_options(jaas)
         except JaasError as exc:
-            raise SecretNotFound(f"{where}: cannot read {JAAS_KEY!r}: {exc}") from None
+            raise SecretNotFound(f"{data.where}: cannot read {JAAS_KEY!r}: {exc}") from None
         for key, option in ((username_key, "username"), (password_key, "password")):
             if values[key] is None:
                 if option not in options:
-                    raise SecretNotFound(f"{where} has no key {key!r} and its {JAAS_KEY!r} sets no {option}")
+                    raise SecretNotFound(f"{data.where} has no key {key!r} and its {JAAS_KEY!r} sets no {option}")
                 values[key] = options[option]
     return str(values[username_key]), str(values[password_key])
+
+
+def _keystore_error(exc: KeystoreError) -> SecretNotFound:
+    return SecretNotFound(str(exc))
+
+
+async def trusted_certificates(ref: CaSecretRef, kube: Kube) -> str:
+    """The PEM text of every certificate a ``caSecretRef`` names (raises SecretNotFound saying what is wrong)."""
+    data = await kube.secret(ref.namespace, ref.name)
+    try:
+        if ref.type == "PKCS12":
+            key = ref.truststore_key or DEFAULT_TRUSTSTORE_KEY
+            password = data.get_text(ref.password_key or DEFAULT_CA_PASSWORD_KEY)
+            store = pkcs12_store(data.binary(key), password, f"{data.where} key {key!r}")
+            if not store.certificates:
+                raise SecretNotFound(f"{data.where} key {key!r} is a PKCS#12 store without certificates")
+            return bundle(store.certificates)
+        return bundle(pem_certificates(data.text(ref.key), f"{data.where} key {ref.key!r}"))
+    except KeystoreError as exc:
+        raise _keystore_error(exc) from None
+
+
+async def client_certificate(ref: ClientCertSecretRef, kube: Kube) -> tuple[str, str]:
+    """The PEM certificate (chain) and private key a ``clientCertSecretRef`` names."""
+    data = await kube.secret(ref.namespace, ref.name)
+    if ref.type == "PEM":
+        return data.text(ref.cert_key), data.text(ref.key_key)
+    key = ref.keystore_key or DEFAULT_KEYSTORE_KEY
+    password = data.get_text(ref.password_key or DEFAULT_USER_PASSWORD_KEY)
+    try:
+        store = pkcs12_store(data.binary(key), password, f"{data.where} key {key!r}")
+    except KeystoreError as exc:
+        raise _keystore_error(exc) from None
+    if store.key is None or not store.certificates:
+        raise SecretNotFound(f"{data.where} key {key!r} holds no private key with its certificate")
+    return "".join(store.certificates), store.key
 
 
 async def cluster_config(body: Mapping[str, Any], kube: Kube, settings: OperatorSettings) -> ClusterConfig | None:
@@ -95,17 +140,13 @@ async def cluster_config(body: Mapping[str, Any], kube: Kube, settings: Operator
     if strimzi is None and security and security.sasl:
         ref = security.sasl.credentials_secret_ref
         conn["sasl_mechanism"] = security.sasl.mechanism
-        data = await kube.secret_data(ref.namespace, ref.name)
-        conn["sasl_username"], conn["sasl_password"] = sasl_credentials(
-            data, ref.username_key, ref.password_key, f"Secret {ref.namespace}/{ref.name}"
-        )
+        data = await kube.secret(ref.namespace, ref.name)
+        conn["sasl_username"], conn["sasl_password"] = sasl_credentials(data, ref.username_key, ref.password_key)
     if strimzi is None and security and security.tls:
-        ca = security.tls.ca_secret_ref
-        conn["ssl_cafile"] = tls_file(await kube.secret_value(ca.namespace, ca.name, ca.key), name, "ca")
+        conn["ssl_cafile"] = tls_file(await trusted_certificates(security.tls.ca_secret_ref, kube), name, "ca")
         client = security.tls.client_cert_secret_ref
         if client is not None:
-            cert = await kube.secret_value(client.namespace, client.name, client.cert_key)
-            key = await kube.secret_value(client.namespace, client.name, client.key_key)
+            cert, key = await client_certificate(client, kube)
             conn["ssl_certfile"] = tls_file(cert, name, "cert")
             conn["ssl_keyfile"] = tls_file(key, name, "key")
     # The operator's own principal: its SASL user, else (mutual TLS) its certificate's subject

@@ -51,7 +51,7 @@ from kquota.k8s.api import SecretNotFound
 from kquota.kafka.admin import QuotaAdmin
 from kquota.kafka.errors import KafkaNotAuthorized, KafkaUnavailable
 from kquota.reconcile import metrics
-from kquota.reconcile.gather import ClusterNotReady, DuplicateCluster
+from kquota.reconcile.gather import ClusterNotReady, DuplicateCluster, GatherFailed
 from kquota.reconcile.passes import FullPassYielded, Pass, PassReport
 from kquota.reconcile.ports import LedgerPort, QuotaAdminPort, StatusWriter
 from kquota.reconcile.records import ClusterConfig
@@ -119,6 +119,9 @@ class ClusterReconciler(Pass):
         self._last_trigger = float("-inf")
         #: The LedgerFromNewerOperator message last logged and sent as an event (None: none since the last pass).
         self._newer_ledger_announced: str | None = None
+        #: The reason of the failed passes last sent as an event (None: a pass has succeeded since): one event
+        #: per failure, not one per retry.
+        self._failure_announced: Reason | None = None
         # Narrow passes: the resources changed since the last pass, and whether a full pass is due anyway.
         self._dirty: set[str] = set()
         self._full = True
@@ -225,6 +228,7 @@ class ClusterReconciler(Pass):
                     self._gave_way = False
                 backoff = 1.0
                 self._newer_ledger_announced = None
+                self._failure_announced = None
                 if started is not None:
                     metrics.CHANGE_LATENCY_SECONDS.labels(self.name).observe(time.monotonic() - started)
             except FullPassYielded:
@@ -248,21 +252,33 @@ class ClusterReconciler(Pass):
                     await self._announce_newer_ledger(exc)
                 metrics.ERRORS.labels(self.name, reason.value).inc()
                 metrics.PASSES.labels(self.name, "unavailable").inc()
-                log.warning("cluster %s: %s; retrying in %.0fs", self.name, exc, backoff)
+                if isinstance(exc, GatherFailed):
+                    # Not an outage kquota knows: the cause's traceback is for the developers.
+                    log.warning("cluster %s: %s; retrying in %.0fs", self.name, exc, backoff, exc_info=exc.__cause__)
+                else:
+                    log.warning("cluster %s: %s; retrying in %.0fs", self.name, exc, backoff)
                 self._full = True
                 if not isinstance(exc, (KafkaNotAuthorized, LedgerFromNewerOperator)):  # the connection is fine
                     self._drop_admin()
-                await self._report_unavailable(reason, str(exc))
+                await self._report_failure(reason, str(exc))
                 await self._back_off(backoff)
                 backoff = min(backoff * 2, self.settings.retry_max_seconds)
                 self._wake.set()
             except asyncio.CancelledError:
                 raise
-            except Exception:
+            except Exception as exc:
                 metrics.PASSES.labels(self.name, "error").inc()
                 metrics.ERRORS.labels(self.name, "Internal").inc()
                 log.exception("cluster %s: reconcile pass failed; retrying in %.0fs", self.name, backoff)
                 self._full = True
+                # Nothing is known about the brokers' state after an unexpected failure: say so on every
+                # resource, with the cause, rather than leave their last status standing.
+                text = " ".join(str(exc).split())[:300]
+                await self._report_failure(
+                    Reason.CLUSTER_NOT_READY,
+                    f"the reconcile pass failed: {type(exc).__name__}: {text} (the operator's log has the "
+                    "traceback); retrying with backoff",
+                )
                 await self._back_off(backoff)
                 backoff = min(backoff * 2, self.settings.retry_max_seconds)
                 self._wake.set()
@@ -316,8 +332,23 @@ class ClusterReconciler(Pass):
                 if not fut.done():
                     fut.cancel()
 
+    async def _report_failure(self, reason: Reason, message: str) -> None:
+        """A failed pass, said on every resource and the KafkaCluster, and once (per cause) as a Warning event."""
+        await self._report_unavailable(reason, message)
+        # A ledger from a newer operator has its own announcement (_announce_newer_ledger).
+        if self._failure_announced is reason or reason is Reason.LEDGER_FROM_NEWER_OPERATOR:
+            return
+        self._failure_announced = reason
+        ref = self._cluster_ref()
+        if ref is not None:
+            await self.kube.event(ref, "Warning", reason.value, message)
+
     async def _report_unavailable(self, reason: Reason, message: str) -> None:
-        records = [r for r in self._every_record() if not r.deleting]
+        try:
+            records = [r for r in self._every_record() if not r.deleting]
+        except Exception:  # the failure may be the listing itself: the KafkaCluster still says it
+            log.warning("cluster %s: cannot list its resources to report %s", self.name, reason.value, exc_info=True)
+            records = []
         await self._write_cluster_status(reason, message, None)
         for waiters in self._release_waiters.values():
             for fut in waiters:
@@ -338,7 +369,7 @@ def _unavailable_reason(exc: Exception) -> Reason:
         return Reason.LEDGER_FROM_NEWER_OPERATOR
     if isinstance(exc, KafkaUnavailable):
         return Reason.KAFKA_UNAVAILABLE
-    if isinstance(exc, SecretNotFound):
+    if isinstance(exc, (SecretNotFound, GatherFailed)):
         return Reason.CLUSTER_NOT_READY
     if isinstance(exc, DuplicateCluster):
         return Reason.DUPLICATE_CLUSTER

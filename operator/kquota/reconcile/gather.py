@@ -14,6 +14,7 @@ read after act, so those reads never delay a change on its way to the brokers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
@@ -25,11 +26,13 @@ from kquota.domain.claims import ResourceClaim
 from kquota.domain.decide import narrow
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.guard import APPROVAL_ANNOTATION
+from kquota.domain.ledger import LedgerFromNewerOperator
 from kquota.domain.mutation import WINDOW_NUM, WINDOW_SIZE, ControllerWindow, window_from_configs
 from kquota.domain.observed import MetricsReading
 from kquota.domain.topic_outcomes import TopicFacts, probe_topic, topic_recs
 from kquota.domain.topics import TopicLayout
-from kquota.kafka.errors import KafkaNotAuthorized
+from kquota.k8s.api import SecretNotFound
+from kquota.kafka.errors import KafkaNotAuthorized, KafkaUnavailable
 from kquota.metrics.sources import MetricsSource, read_quota_metrics
 from kquota.metrics.sources import source_for as metrics_source_for
 from kquota.reconcile.ports import LedgerPort, QuotaAdminPort
@@ -49,6 +52,32 @@ class DuplicateCluster(Exception):
 
 class ClusterNotReady(Exception):
     """The KafkaCluster cannot be used yet (missing, or its Secret is unreadable)."""
+
+
+class GatherFailed(ClusterNotReady):
+    """A read of the pass failed in a way nothing else names: the step and the cause, for the status."""
+
+    def __init__(self, step: str, cause: BaseException) -> None:
+        text = " ".join(str(cause).split())
+        if len(text) > 300:
+            text = text[:300] + "..."
+        super().__init__(f"the pass failed while reading {step}: {type(cause).__name__}: {text}")
+        self.step = step
+
+
+#: Failures that already say what went wrong (each has its own reason); anything else is a GatherFailed.
+_NAMED = (ClusterNotReady, SecretNotFound, KafkaUnavailable, KafkaNotAuthorized, LedgerFromNewerOperator)
+
+
+@contextlib.contextmanager
+def reading(step: str) -> Iterator[None]:
+    """Turn an unexpected failure of one gather step into GatherFailed naming the step (never only a log line)."""
+    try:
+        yield
+    except _NAMED:
+        raise
+    except Exception as exc:
+        raise GatherFailed(step, exc) from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,25 +160,34 @@ class Gather:
 
     async def gather(self, scope: frozenset[str] | None) -> PassInput:
         """Every read of one pass: over everything (``scope`` None) or narrowed to the resources with these uids."""
-        cfg = await self._cluster()
+        with reading("the KafkaCluster, its Secrets and Strimzi objects"):
+            cfg = await self._cluster()
         if cfg is None:
             raise ClusterNotReady(f"KafkaCluster {self.name!r} not found or not usable")
-        every = tuple(self._every_record())
+        with reading("the quota resources"):
+            every = tuple(self._every_record())
         if self._ledger is None:
-            self._ledger = await self.ledger_store.load()
-        admin = self._admin_for(cfg)
-        # Before anything is read or written: is this Kafka cluster another KafkaCluster's?
-        cluster_id, brokers = await self._cluster_info(admin, fresh=scope is None)
+            with reading("the ownership ledger"):
+                self._ledger = await self.ledger_store.load()
+        with reading("the Kafka cluster's id and brokers"):
+            admin = self._admin_for(cfg)
+            # Before anything is read or written: is this Kafka cluster another KafkaCluster's?
+            cluster_id, brokers = await self._cluster_info(admin, fresh=scope is None)
         self._refuse_duplicate(cluster_id)
-        limit = self.settings.narrow_max_entities
-        narrowed = None if scope is None else narrow(every, scope, self._entities_by_uid, limit)
-        touched = None if narrowed is None else narrowed[1]
-        records = every if narrowed is None else tuple(narrowed[0])
-        topics = await self._topic_facts(admin, records)
-        if touched is None:
-            live = await asyncio.to_thread(admin.describe_all)
-        else:
-            live = await asyncio.to_thread(describe_each, admin, touched)
+        with reading("the resources a narrow pass covers"):
+            limit = self.settings.narrow_max_entities
+            narrowed = None if scope is None else narrow(every, scope, self._entities_by_uid, limit)
+            touched = None if narrowed is None else narrowed[1]
+            records = every if narrowed is None else tuple(narrowed[0])
+        with reading("the topics TopicQuotas name"):
+            topics = await self._topic_facts(admin, records)
+        with reading("the live quotas"):
+            if touched is None:
+                live = await asyncio.to_thread(admin.describe_all)
+            else:
+                live = await asyncio.to_thread(describe_each, admin, touched)
+        with reading("the KafkaCluster's removal approval"):
+            approval = self._approval()
         return PassInput(
             cfg=cfg,
             admin=admin,
@@ -160,7 +198,7 @@ class Gather:
             brokers=tuple(brokers),
             topics=topics,
             live=live,
-            approval=self._approval(),
+            approval=approval,
         )
 
     async def observe(self, inp: PassInput, claimers: Iterable[ResourceClaim]) -> Observations:
