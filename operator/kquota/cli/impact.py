@@ -118,7 +118,7 @@ def run_impact(args: argparse.Namespace, live: Quotas, report: Report) -> Impact
     except ImportError as exc:
         return f"--impact needs the advisor's Spark: pip install 'kquota[spark]' ({exc})"
     from kquota.advisor.collect import CollectError
-    from kquota.advisor.commands import spark_failure_message
+    from kquota.advisor.commands import is_spark_failure, spark_failure_message
 
     options = ImpactOptions(
         usage=args.impact,
@@ -132,15 +132,17 @@ def run_impact(args: argparse.Namespace, live: Quotas, report: Report) -> Impact
         spark = spark_session(args.master, "kquota-plan-impact", conf=dict(args.conf))
     except MemoryTooSmall as exc:
         return str(exc)
-    except Exception as exc:  # noqa: BLE001 - a JVM that did not start is one message, as in kquota advise
+    except Exception as exc:
+        if not is_spark_failure(exc):
+            raise
+        # The JVM did not start (no Java, a bad --conf): one message, as in kquota advise.
         return f"Spark did not start: {str(exc).strip()[:400]}"
     try:
         return assess(spark, live, after_plan(live, report), options, changed)
     except (InputError, CollectError) as exc:
         return f"usage history: {exc}"
     except Exception as exc:
-        kinds = {cls.__module__.split(".")[0] for cls in type(exc).__mro__}
-        if not kinds & {"py4j", "pyspark"}:
+        if not is_spark_failure(exc):
             raise
         memory = spark.sparkContext.getConf().get("spark.driver.memory", "1g")
         return spark_failure_message(str(exc), memory)
