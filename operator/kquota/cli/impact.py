@@ -73,7 +73,11 @@ def add_impact_args(parser: argparse.ArgumentParser) -> None:
         help="Prometheus USAGE: how far back from now (default 7d)",
     )
     group.add_argument(
-        "--usage-step", type=float, default=60.0, help="Prometheus USAGE: seconds between points (default %(default)s)"
+        "--usage-step",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="Prometheus USAGE: seconds between points (default %(default)s)",
     )
     group.add_argument(
         "--throttle-threshold",
