@@ -11,7 +11,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # pytest arguments, e.g. `make test PYTEST_ARGS="-k reconcile -x"`
 PYTEST_ARGS ?=
 
-.PHONY: help setup venv system-packages tools lint test test-node test-node-advisor test-unit test-faults test-matrix test-k8s-floor soak demo demo-node crds lock clean
+.PHONY: help setup venv system-packages tools lint test test-node test-node-advisor test-unit test-faults test-gitops test-matrix test-k8s-floor test-stress soak demo demo-node crds lock clean
 
 help:
 	@echo "make demo   - local Kafka + kube-apiserver + operator + examples, then show status (Ctrl-C stops all)"
@@ -20,9 +20,11 @@ help:
 	@echo "make test-node - only the tests on the single-node cluster (operator pods from the chart; needs root)"
 	@echo "make test-node-advisor - the advisor on the single-node cluster: a local-mode Job, Spark on Kubernetes (driver in a Job, and plan --impact from here) (builds the advisor image; release check)"
 	@echo "make test-faults - only the fault suite (broker/API server/operator faults; prints the resilience report)"
+	@echo "make test-gitops - the Flux suite: Flux's source- and kustomize-controller syncing Git repositories of quotas (release check)"
 	@echo "make test-matrix - the e2e core on every supported Kafka: 4.3, 4.0, 3.9 KRaft and ZooKeeper, 3.0 ZooKeeper (release check)"
 	@echo "make test-k8s-floor - CRDs, admission corpus, e2e core and Helm on Kubernetes 1.31, the floor (release check; first build ~15 min)"
-	@echo "make soak SEED=1 FAULTS=100 - the seeded chaos soak (report in soak-reports/; replay a failure with its SEED and step)"
+	@echo "make soak SEED=1 FAULTS=100 - the seeded chaos soak (report in soak-reports/; replay a failure with its SEED and step; STARVE=1 beside CPU hogs)"
+	@echo "make test-stress - the e2e, fault, soak and node suites beside CPU hogs, twice the cores (release check)"
 	@echo "make crds   - regenerate crds/ and the Helm chart's copy from the pydantic models"
 
 $(VENV)/.installed: pyproject.toml
@@ -81,6 +83,14 @@ test-unit: venv
 test-faults: setup
 	$(PY) -m pytest -m faults $(PYTEST_ARGS)
 
+# The Flux suite (tests/gitops, marker `gitops`): Flux's source-controller and kustomize-controller,
+# built from their Go modules, syncing Git repositories of quotas, and docs/gitops.md's walkthrough.
+# A release check: the controllers' cold build (about 570 CPU-seconds and 3 GB of modules) does not
+# fit `make test`'s budget (README, "The two commands"). The build comes first, outside pytest's timeout.
+test-gitops: setup
+	$(PY) -m harness prepare --flux
+	KQUOTA_GITOPS=1 $(PY) -m pytest -m gitops tests/gitops --durations=10 $(PYTEST_ARGS)
+
 # The e2e core on every supported Kafka version and mode (tests/e2e/test_kafka_versions.py).
 # `make test` runs its 3.9 ZooKeeper case only; this is the release check (README, "Supported versions").
 test-matrix: setup
@@ -98,13 +108,22 @@ test-k8s-floor: setup
 # invariants checked after each; the same SEED replays the same history. KINDS narrows the faults;
 # BREAK=n freezes the operator at step n on purpose (the soak must report it). BROKERS=3: a 3-broker
 # KRaft cluster, TopicQuotas in the history, and the leader-moved and controller-killed faults.
+# STARVE=1: beside CPU hogs, twice as many as the cores (harness/starve.py).
 SEED ?= 1
 FAULTS ?= 100
 KINDS ?=
 BREAK ?=
 BROKERS ?=
+STARVE ?=
 soak: setup
-	$(PY) -m harness soak --seed $(SEED) --faults $(FAULTS) $(if $(KINDS),--kinds $(KINDS)) $(if $(BREAK),--break-at $(BREAK)) $(if $(BROKERS),--brokers $(BROKERS))
+	$(if $(STARVE),$(PY) -m harness starve --) $(PY) -m harness soak --seed $(SEED) --faults $(FAULTS) $(if $(KINDS),--kinds $(KINDS)) $(if $(BREAK),--break-at $(BREAK)) $(if $(BROKERS),--brokers $(BROKERS))
+
+# The e2e, fault, soak and node suites on a starved machine: CPU hogs, twice as many as the cores,
+# run beside them (harness/starve.py). A release check like test-matrix, not part of `make test`
+# (it runs those suites again, slower); docs/testing.md records its runs.
+STRESS_MARKERS ?= e2e or faults or soak or node
+test-stress: setup
+	$(PY) -m harness starve -- $(PY) -m pytest -m "$(STRESS_MARKERS)" --durations=20 $(PYTEST_ARGS)
 
 crds: venv
 	$(PY) -m kquota.crdgen

@@ -22,6 +22,20 @@ GROUP_VERSION = "kquota.io/v1alpha1"
 LEDGER_NAMESPACE = "kquota-system"
 
 
+#: Where the suites' operator differs from the shipped defaults (reconcile/settings.py), and why.
+SUITE_SETTINGS: dict[str, str] = {
+    "KQUOTA_RETRY_MAX_SECONDS": "4",
+    # Test suites delete hundreds of resources at once on purpose; the
+    # mass-removal guard is on where it is under test.
+    "KQUOTA_DELETION_GUARD": "false",
+    # The suites point several KafkaClusters at one session broker (a
+    # tenancy cluster beside the module's); the refusal is tested on its own.
+    "KQUOTA_ALLOW_SHARED_KAFKA_CLUSTERS": "true",
+    # Removals wait for changes to stop; 1 s keeps the suites quick.
+    "KQUOTA_REMOVAL_SETTLE": "1",
+}
+
+
 @dataclass
 class OperatorProcess:
     kube: KubeAPIServer
@@ -31,6 +45,8 @@ class OperatorProcess:
     extra_env: dict[str, str] | None = None
     #: Debug logs help when a test fails; benchmarks run the operator as the chart does (not verbose).
     verbose: bool = True
+    #: The suites' quicker settings (below); False runs the operator's shipped defaults (make demo).
+    suite_settings: bool = True
     proc: procs.Process | None = None
     metrics_port: int = 0
     liveness_port: int = 0
@@ -45,20 +61,13 @@ class OperatorProcess:
                 "KQUOTA_NAMESPACE": LEDGER_NAMESPACE,
                 "KQUOTA_DEFAULT_CLUSTER": self.default_cluster,
                 "KQUOTA_DRIFT_INTERVAL": str(self.drift_interval),
-                "KQUOTA_RETRY_MAX_SECONDS": "4",
-                # Test suites delete hundreds of resources at once on purpose; the
-                # mass-removal guard is on where it is under test (and in make demo).
-                "KQUOTA_DELETION_GUARD": "false",
-                # The suites point several KafkaClusters at one session broker (a
-                # tenancy cluster beside the module's); the refusal is tested on its own.
-                "KQUOTA_ALLOW_SHARED_KAFKA_CLUSTERS": "true",
-                # Removals wait for changes to stop; 1 s keeps the suites quick.
-                "KQUOTA_REMOVAL_SETTLE": "1",
                 "KQUOTA_METRICS_PORT": str(self.metrics_port),
                 "KQUOTA_LIVENESS_PORT": str(self.liveness_port),
                 "PYTHONUNBUFFERED": "1",
             }
         )
+        if self.suite_settings:
+            env.update(SUITE_SETTINGS)
         env.update(self.extra_env or {})
         self.starts += 1
         self.proc = procs.Process(

@@ -435,6 +435,54 @@ def test_without_one_acl_the_affected_resources_say_not_authorized_and_nothing_c
     assert s.broker_quotas()[cq] == {P: float(new_rate)}
 
 
+def test_a_deletion_whose_removal_the_brokers_refuse_keeps_its_finalizer_until_the_key_is_gone(
+    applied: AclStack,
+) -> None:
+    """Issue #33: a removal the brokers did not apply (here AlterConfigs refused; on a starved
+    machine the controller's REQUEST_TIMED_OUT) must leave the key kquota's and the deletion
+    pending. It used to drop the key from the ledger: the next pass, with nothing left to send,
+    released the finalizer and the key stayed on the broker, owned by no one."""
+    s = applied
+    leaving = Entity.for_user(f"leaving-{hexid()}")
+    assert leaving.user is not None
+    apply(s.kube, client_quota(s.ns, "leaving", {"user": {"name": leaving.user}}, {"producerByteRate": 2000}))
+    wait_for(lambda: s.broker_quotas().get(leaving) == {P: 2000.0}, 60, "the quota on the broker")
+    old_rate = s.cq_rate
+    try:
+        s.grant(READ_ONLY_ON_CLUSTER)
+        s.revoke(DOCUMENTED["AlterConfigs on the cluster"])
+        # A change that needs AlterConfigs shows when the refusal is in force; undone, the passes that
+        # follow have nothing to send but the removal.
+        s.set_cq_rate(old_rate + 1)
+        wait_for(lambda: s.ready("cq").get("reason") == "NotAuthorized", 60, "the refusal in force", on_timeout=s.debug)
+        s.set_cq_rate(old_rate)
+        wait_for(lambda: s.ready("cq").get("reason") == "Applied", 60, "nothing left to send", on_timeout=s.debug)
+        refused_before = s.operator.metric("kquota_reconcile_passes_total", cluster=s.cluster, result="unavailable")
+        s.kube.kubectl("delete", "clientquota", "leaving", "-n", s.ns, "--wait=false")
+
+        def refused_passes() -> float:
+            now = s.operator.metric("kquota_reconcile_passes_total", cluster=s.cluster, result="unavailable")
+            return now - refused_before
+
+        def gone() -> bool:
+            return get(s.kube, "clientquota", s.ns, "leaving") is None
+
+        # The removal refused, then again (1 s backoff): the old code released the finalizer instead.
+        wait_for(lambda: refused_passes() >= 2 or gone(), 60, "the removal refused twice", on_timeout=s.debug)
+        leftover = get(s.kube, "clientquota", s.ns, "leaving")
+        assert leftover is not None, "the finalizer went while the broker still held the key"
+        assert leftover["metadata"].get("deletionTimestamp")
+        assert s.broker_quotas().get(leaving) == {P: 2000.0}
+        assert s.ledger().get(leaving) == {P: 2000.0}, "the key must stay kquota's to remove"
+    finally:
+        s.grant(DOCUMENTED["AlterConfigs on the cluster"])
+        s.revoke(READ_ONLY_ON_CLUSTER)
+    wait_for(gone, 90, "the deletion done once AlterConfigs is back", on_timeout=s.debug)
+    assert leaving not in s.broker_quotas()
+    assert leaving not in s.ledger()
+    s.wait_converged("the other kinds as they were")
+
+
 def test_the_adapter_names_each_missing_acl(acl_stack: AclStack) -> None:
     """Each entry of the ACL table, call by call, for a principal that starts with no ACLs."""
     s = acl_stack

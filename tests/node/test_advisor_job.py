@@ -360,9 +360,9 @@ def test_plan_impact_with_executors_as_pods_and_the_driver_on_this_machine(
 
 
 def run_plan(argv: list[str], env: dict[str, str]) -> tuple[dict[str, Any], float]:
-    """``kquota plan --impact`` in a process of its own (each Spark master its own JVM); exit 3: it throttles."""
+    """``kquota plan --impact`` in a process of its own (each Spark master its own JVM); exit 4: it throttles."""
     started = time.monotonic()
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900, check=False)
-    assert proc.returncode == 3, f"exit {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+    assert proc.returncode == 4, f"exit {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
     doc: dict[str, Any] = json.loads(proc.stdout)
     return doc, time.monotonic() - started

@@ -6,7 +6,7 @@ plans the change exactly as the operator would make it, removals included, and r
 history: the entities it throttles and frees must be exactly the planted ones, with every figure equal
 to an independent numpy computation. The same manifests with ``--bootstrap-server`` alone (no ledger,
 so no removals) give the planted outcome without the removals. The markdown table for a pull request,
-the HTML page and exit code 3 are checked on the way.
+the HTML page and exit codes 4, 2 and 0 are checked on the way.
 """
 
 from __future__ import annotations
@@ -91,12 +91,12 @@ def test_plan_impact_names_exactly_the_planted_entities_against_the_real_cluster
     deletions = [a for k in deleted for a in ("--delete", str(tmp_path / "deleted" / f"{k}.yaml"))]
     page = tmp_path / "impact.html"
 
-    # Against the cluster: the operator's plan, removals included. Exit 3: a change throttles.
+    # Against the cluster: the operator's plan, removals included. Exit 4: a change throttles.
     code, out, err = kquota(
         "plan", "-f", str(tmp_path / "after"), *deletions, *cluster, *scope,
         "--impact", str(history), "--impact-report", str(page), "-o", "json",
     )  # fmt: skip
-    assert code == 3, f"exit {code}\n{out}\n{err}"
+    assert code == 4, f"exit {code}\n{out}\n{err}"
     doc = json.loads(out)
     removed = {(r["entity"]["path"], r["key"]) for r in doc["rows"] if r["action"] == "remove"}
     assert removed == {
@@ -113,12 +113,12 @@ def test_plan_impact_names_exactly_the_planted_entities_against_the_real_cluster
         assert html.escape(row["entity"]) in text
 
     # The manifests alone, against the brokers: no ledger, so no removals; the rest as planted. The
-    # pull-request comment: one markdown line per throttled or freed entity, and exit 3.
+    # pull-request comment: one markdown line per throttled or freed entity, and exit 4.
     code, out, err = kquota(
         "plan", "-f", str(tmp_path / "after"), "--bootstrap-server", stack.kafka.bootstrap, *scope,
         "--impact", str(history), "--format", "markdown",
     )  # fmt: skip
-    assert code == 3, f"exit {code}\n{out}\n{err}"
+    assert code == 4, f"exit {code}\n{out}\n{err}"
     table = [line for line in out.splitlines() if line.startswith(("| throttles |", "| un-throttles |"))]
     listed = {(line.split(" | ")[0].lstrip("| "), line.split(" | ")[1], line.split(" | ")[2]) for line in table}
     shown = {(v, md(e), md(k)) for v, e, k in expected_impact(rows, n, removals=False) if v != "within"}

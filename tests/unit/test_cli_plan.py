@@ -15,14 +15,17 @@ import yaml
 from kquota.cli import common
 from kquota.cli import plan as plan_cmd
 from kquota.cli.claims import overlay, select, topics_of
+from kquota.cli.explain import explain_entries
 from kquota.cli.main import main
-from kquota.cli.plan import render_text, to_json
+from kquota.cli.plan import render_text, summary, to_json
 from kquota.cli.planning import Action, make_report, shown_changes
 from kquota.cli.target import Target
 from kquota.cli.term import Term
 from kquota.domain.claims import CLIENT_QUOTA, ResourceClaim
 from kquota.domain.entities import Entity, QuotaKey
+from kquota.domain.explain import Ownership
 from kquota.domain.plan import Protection, ResourceRef, UnmanagedPolicy
+from kquota.domain.resolver import Connection
 from kquota.domain.tenancy import Grant
 from kquota.kafka.settings import ConnectionSettings
 from tests.support.quotas import ALICE, BOB, C, P, R
@@ -502,6 +505,14 @@ def test_a_resource_refused_by_a_new_grant_keeps_its_keys_as_the_operator_does()
     assert [(r.action, r.entity, r.key, r.live) for r in report.rows] == [(Action.KEEP, ALICE, P, 100)]
     assert report.exit_code() == common.OK, "nothing changes on the brokers"
     assert any("stays on the brokers as it is" in n for n in report.notes)
+    # kquota explain says the same of that key (#33, finding 6: it said "to be removed").
+    rows, _ = explain_entries(
+        {ALICE: {P: 100}}, existing, "prod", Connection("alice", "", None), {ALICE: {P: 100}}, True,
+        grants=target.grants,
+    )  # fmt: skip
+    (row,) = [r for r in rows if r.key is P]
+    assert row.winner is not None and row.winner.owner.state is Ownership.KEPT
+    assert "kept for a refused resource" in row.winner.owner.label()
 
 
 def test_adopt_over_many_hand_made_quotas_is_held_until_approved() -> None:
@@ -509,9 +520,12 @@ def test_adopt_over_many_hand_made_quotas_is_held_until_approved() -> None:
     target = Target(CONN, cluster="prod", ledger={}, claimants=[], policy=UnmanagedPolicy.ADOPT)
     report, _ = make_report(target, [], live)
     assert {r.action for r in report.rows} == {Action.HELD}
-    assert report.exit_code() == common.OK, "held removals do not happen"
+    # Not "no changes" (0) nor "changes" (2): nothing is removed until someone approves (#33).
+    assert report.exit_code() == common.HELD == 3
     (note,) = [n for n in report.notes if "removals held" in n]
     hold = note.rsplit("kquota.io/approve-removals=", 1)[1].split()[0]
+    assert report.approval == f"kubectl annotate kafkacluster prod kquota.io/approve-removals={hold} --overwrite"
+    assert summary(report).startswith("No change goes through until the held removals are approved.")
     approved, _ = make_report(replace(target, approval=hold), [], live)
     assert {r.action for r in approved.rows} == {Action.REMOVE} and approved.exit_code() == common.CHANGES
 

@@ -42,7 +42,7 @@ class ImpactOptions:
     #: A file or directory in the advisor's input formats (``kquota collect`` output), or a Prometheus URL.
     usage: str
     format: Format | None = None
-    #: Entities throttled more than this share of the time make ``kquota plan`` exit 3.
+    #: Entities throttled more than this share of the time make ``kquota plan`` exit 4.
     threshold: float = 0.0
     #: A Prometheus range: this long, ending at ``now``, one point every ``step`` seconds.
     since: dt.timedelta = dt.timedelta(days=7)

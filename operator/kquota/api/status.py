@@ -64,16 +64,22 @@ class AppliedQuota(StatusModel):
     values: dict[str, float] = Field(
         default_factory=dict,
         description="The Kafka quota keys this resource holds that are live on the brokers, with their "
-        "values, e.g. producer_byte_rate: 10485760. Empty when it holds none (e.g. it lost every key in a "
-        "Conflict).",
+        "values, e.g. producer_byte_rate: 10485760, and a key it set and no longer sets until that key is "
+        "gone from the brokers (its removal waits, or is held). Empty when it holds none (e.g. it lost every "
+        "key in a Conflict).",
     )
     last_applied_time: datetime | None = Field(None, description="When values last changed.")
 
 
 _CONDITIONS_DOC: Final = (
     "Current state, keyed by type. Ready is the summary: True (reason Applied) once the brokers hold "
-    "every key this resource sets, or (reason Monitoring) once a TopicQuota with enforcement Monitor is "
-    "watched; Unknown (Pending) while a change is on its way. Reconciling=True while work is under way; "
+    "exactly what this resource sets, or (reason Monitoring) once a TopicQuota with enforcement Monitor is "
+    "watched; Unknown (Pending) while a change is on its way, including a key dropped from the spec that "
+    "is still on the brokers until its removal (removals wait for changes to stop: the removal settle). "
+    "RemovalHeld (Stalled): such a key, or a key of a resource being deleted, stays on the brokers because "
+    "the mass-removal guard holds its removal; a RemovalHeld condition gives the command that approves it "
+    "(the KafkaCluster's DeletionGuard condition lists the whole held set), and a Warning event says so "
+    "once. Reconciling=True while work is under way; "
     "Stalled=True when only a change to the resource or to the cluster can help. Ready=False reasons: "
     "Conflict (an older resource sets the same key on the same entity; this one keeps its other keys); "
     "NotPermitted (the KafkaCluster's tenancy does not grant the entity to this namespace) and "

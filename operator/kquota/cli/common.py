@@ -19,11 +19,14 @@ from kquota.domain.entities import Entity
 from kquota.domain.plan import ResourceRef
 
 #: Exit codes (plan's follow Terraform's -detailed-exitcode: 0 nothing to do, 1 error, 2 changes; and
-#: 3: changes that, by ``plan --impact``, throttle an entity more than the threshold allows).
+#: 3 held, 4 throttles).
 OK: Final = 0
 ERROR: Final = 1
 CHANGES: Final = 2
-THROTTLES: Final = 3
+#: ``kquota plan``: removals the mass-removal guard will hold until the KafkaCluster approves them.
+HELD: Final = 3
+#: ``kquota plan --impact``: changes that throttle an entity more than the threshold allows.
+THROTTLES: Final = 4
 
 
 def paragraph(text: str) -> str:

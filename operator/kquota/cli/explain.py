@@ -149,7 +149,9 @@ def explain_entries(
 
     def owner(entity: Entity, key: QuotaKey, value: float) -> Owner:
         strimzi = protection.strimzi if protection is not None else None
-        return owner_of(entity, key, value if live else None, claims.holders, claims.desired, ledger, strimzi)
+        return owner_of(
+            entity, key, value if live else None, claims.holders, claims.desired, ledger, strimzi, selection.keep
+        )
 
     return explain(quotas, connection, owner), notes
 

@@ -7,7 +7,7 @@ or kept keys) and hands both to :func:`kquota.advisor.impact.assess`, which
 answers per entity. The advisor, and with it pyspark, is imported only when
 ``--impact`` is given: ``kquota plan`` without it needs neither.
 
-Exit code 3 (:data:`kquota.cli.common.THROTTLES`) replaces 2 when a change
+Exit code 4 (:data:`kquota.cli.common.THROTTLES`) replaces 2 (and 3) when a change
 throttles an entity more than ``--throttle-threshold`` of the time, so CI can
 ask for a second review.
 """
@@ -84,7 +84,7 @@ def add_impact_args(parser: argparse.ArgumentParser) -> None:
         type=_share,
         default=0.0,
         metavar="SHARE",
-        help="exit 3 when a change throttles an entity more than this share of the time (default 0: any)",
+        help="exit 4 when a change throttles an entity more than this share of the time (default 0: any)",
     )
     group.add_argument("--impact-report", metavar="FILE", help="also write the impact as an HTML page")
     group.add_argument(
@@ -193,8 +193,9 @@ def write_html(impact: Impact, path: str) -> None:
 
 
 def exit_code(code: int, impact: Impact | None) -> int:
-    """Plan's exit code, 3 instead of 2 when a change throttles an entity above the threshold."""
-    if impact is not None and code == common.CHANGES and impact.over_threshold():
+    """Plan's exit code, 4 instead of 2 (changes) or 3 (held removals) when a change throttles an entity
+    above the threshold: of the things to look at, that one fails CI."""
+    if impact is not None and code in (common.CHANGES, common.HELD) and impact.over_threshold():
         return common.THROTTLES
     return code
 

@@ -24,8 +24,10 @@ would throttle, and which a removal or a raise would free.
 
 Exit codes, for CI: 0 no change to the brokers, 2 changes (or, with
 ``--fail-on-conflict``, a conflict: two resources setting the same key, where
-only the older one takes effect), 3 changes of which, by ``--impact``, one
-throttles an entity more than ``--throttle-threshold`` of the time, 1 error
+only the older one takes effect), 3 removals the mass-removal guard will hold
+until the KafkaCluster approves them (the approval command is printed), 4
+changes of which, by ``--impact``, one throttles an entity more than
+``--throttle-threshold`` of the time, 1 error
 (including a change the brokers reject under ``--broker-validate``).
 """
 
@@ -65,7 +67,8 @@ examples:
   kquota plan -f quotas/ --cluster prod --impact usage/ --format markdown   # who it throttles, for the PR
 
 exit codes: 0 no change to the brokers, 2 changes (with --fail-on-conflict: or a conflict),
-3 changes that throttle an entity (--impact; more than --throttle-threshold of the time), 1 error.
+  3 removals the mass-removal guard will hold until approved (the approval command is printed),
+  4 changes that throttle an entity (--impact; more than --throttle-threshold of the time), 1 error.
 """
 
 
@@ -86,7 +89,9 @@ STYLES: Final = {
 
 def summary(report: Report) -> str:
     counts = {a: sum(1 for r in report.rows if r.action is a) for a in Action}
-    if not report.changes:
+    if not report.changes and counts[Action.HELD]:
+        text = "No change goes through until the held removals are approved."
+    elif not report.changes:
         text = "No changes: the brokers already match."
     else:
         entities = len({r.entity for r in report.changes})
@@ -142,6 +147,8 @@ def render_text(report: Report, t: Term) -> None:
             t.write("The brokers accept every change (validate only, nothing written).", "green")
     t.write()
     t.write(summary(report), "bold")
+    if report.approval is not None:
+        t.write(f"To let the held removals go: {report.approval}", "bold")
 
 
 #: What makes markup inside a markdown table cell (the advisor's impact table escapes the same).
@@ -197,6 +204,7 @@ def to_json(report: Report) -> dict[str, Any]:
             for r in report.rows
         ],
         "notes": report.notes,
+        "approval": report.approval,
         "brokerValidation": (
             {"rejected": [{"entity": e, "message": m} for e, m in sorted(report.rejected.items())]}
             if report.validated

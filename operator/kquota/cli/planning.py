@@ -73,14 +73,23 @@ class Report:
     fail_on_conflict: bool = False
     #: The cluster resources without clusterRef target, and where that comes from; None when unknown.
     default_cluster: tuple[str, str] | None = None
+    #: The command that approves the removals the mass-removal guard would hold (None: none held).
+    approval: str | None = None
 
     @property
     def changes(self) -> list[Row]:
         return [r for r in self.rows if r.action in CHANGING]
 
+    @property
+    def held(self) -> list[Row]:
+        return [r for r in self.rows if r.action is Action.HELD]
+
     def exit_code(self) -> int:
         if self.rejected:
             return common.ERROR
+        if self.held:
+            # Distinct from 2: the operator will not make these removals until someone approves them.
+            return common.HELD
         if self.changes or (self.fail_on_conflict and self.conflicts):
             return common.CHANGES
         return common.OK
@@ -129,6 +138,9 @@ def rows_of(
                     if op.key in owned.get(change.entity, {})
                     else "unmanaged policy Adopt: no resource sets it"
                 )
+                if old is None:
+                    # The operator sends it all the same (the brokers' answer may lag), then forgets it.
+                    note = f"{note}; not on the brokers as read (the removal changes nothing there)"
                 if hold is not None and (change.entity, op.key) in hold.keys:
                     note = f"{note}; held by the mass-removal guard until approved (id {hold.id})"
                     rows.append(Row(Action.HELD, change.entity, op.key, old, None, None, note))
@@ -258,7 +270,14 @@ def make_report(
         (target.default_cluster, target.default_cluster_source or "") if target.default_cluster is not None else None
     )
     report = Report(target.describe(), ledger_text, rows, notes, conflicts=shown, default_cluster=default)
+    if hold is not None:
+        report.approval = approval_command(target.cluster or "", hold)
     return report, the_plan
+
+
+def approval_command(cluster: str, hold: GuardHold) -> str:
+    """The command that lets exactly ``hold``'s removals go (as the operator's DeletionGuard condition says)."""
+    return f"kubectl annotate kafkacluster {cluster} {APPROVAL_ANNOTATION}={hold.id} --overwrite"
 
 
 def shown_changes(report: Report, the_plan: Plan) -> list[EntityChange]:

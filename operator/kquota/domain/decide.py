@@ -75,6 +75,8 @@ class DecideInput(Generic[R]):
     #: The KafkaCluster's removal approval annotation (a hold id), if any.
     approval: str | None
     now: float
+    #: The hold in force after the last pass (None: nothing held).
+    held: GuardHold | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +186,12 @@ def decide(inp: DecideInput[R]) -> Decision[R]:
     base = sum(len(v) for v in inp.ledger.values()) + sum(1 for e, k in removed if k not in inp.ledger.get(e, {}))
     hold = guard(removed, base, inp.limits)
     approved = None
-    if hold is not None and inp.touched is None and inp.approval == hold.id:
+    if defer and inp.held is not None:
+        # Changes arrived while removals are held: nothing is removed until they stop, and the
+        # hold in force stays in force, and said, meanwhile (a pass that saw no removals dropped
+        # it from the KafkaCluster's status and announced it again after the settle).
+        hold = inp.held
+    elif hold is not None and inp.touched is None and inp.approval == hold.id:
         hold, approved = None, hold
     if hold is not None:
         sendable, record, forget = without(sendable, record, forget, hold.keys)

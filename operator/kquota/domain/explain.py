@@ -8,6 +8,9 @@ kquota owns. :func:`owner_of` decides it from what is known:
 
 * a resource holds the key (it won the claim for it): that resource, or
   "pending" when the brokers do not have its value yet;
+* no resource holds it but a resource the operator refuses (not permitted by
+  the tenancy grants) names it: kept as it is, as ``kquota plan`` says
+  (``keep``), until that resource is fixed or deleted;
 * no resource holds it but the ownership ledger has it: kquota set it and the
   operator will remove it (its resource is gone or no longer sets it);
 * neither: unmanaged, set outside kquota and left alone;
@@ -33,6 +36,8 @@ class Ownership(enum.StrEnum):
     RESOURCE = "resource"
     PENDING = "pending"
     ORPHANED = "orphaned"
+    #: Named by a resource the operator refuses: left as it is (plan's ``keep``).
+    KEPT = "kept"
     UNMANAGED = "unmanaged"
     UNKNOWN = "unknown"
     #: Strimzi manages the entity (a KafkaCluster connected through a Strimzi Kafka).
@@ -56,6 +61,8 @@ class Owner:
             return f"{self.resource} (pending: wants {(fmt or number)(self.wants)})"
         if self.state is Ownership.ORPHANED:
             return "kquota, no resource (to be removed)"
+        if self.state is Ownership.KEPT:
+            return "kquota, kept for a refused resource (not removed until it is fixed or deleted)"
         if self.state is Ownership.UNMANAGED:
             return "unmanaged"
         if self.state is Ownership.STRIMZI:
@@ -84,13 +91,16 @@ def owner_of(
     desired: Quotas,
     ledger: Quotas | None,
     strimzi: StrimziOwnership | None = None,
+    keep: Mapping[Entity, frozenset[QuotaKey] | None] | None = None,
 ) -> Owner:
     """Who set ``key`` on ``entity``.
 
     ``live_value`` is the brokers' value, or None when explaining manifests
     offline (then the holder simply set it). ``holders`` and ``desired`` come
     from :func:`kquota.domain.plan.resolve_claims`; ``ledger`` is None when it
-    could not be read.
+    could not be read. ``keep`` is what refused resources keep, as the gating
+    the operator and ``kquota plan`` share gives it (None for an entity: every
+    key kquota owns there), read as :func:`kquota.domain.plan.plan` reads it.
     """
     if strimzi is not None and strimzi.owner(entity) is not None:
         return Owner(Ownership.STRIMZI)
@@ -102,7 +112,12 @@ def owner_of(
         return Owner(Ownership.PENDING, holder, want)
     if ledger is None:
         return Owner(Ownership.UNKNOWN)
-    if key in ledger.get(entity, {}):
+    owned = key in ledger.get(entity, {})
+    if keep and entity in keep:
+        held = keep[entity]
+        if (held is None and owned) or (held is not None and key in held):
+            return Owner(Ownership.KEPT)
+    if owned:
         return Owner(Ownership.ORPHANED)
     return Owner(Ownership.UNMANAGED)
 

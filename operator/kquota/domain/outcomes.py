@@ -6,9 +6,12 @@ which keys another writer contests) and :func:`pass_outcomes` asks these rules
 what each claiming resource reports.
 The order is the order of precedence: a transient broker failure, then a
 rejection, then a conflict, then Applied or Pending (:func:`base_outcome`);
-kind-specific rules (:mod:`kquota.domain.mutation`, :mod:`kquota.domain.topics`)
-and the brokers' quota callback (:mod:`kquota.domain.callback`) refine it;
-a contested key (:func:`with_contest`) comes last, since it overrides Applied.
+a key the resource set that is still on the brokers awaiting its removal
+(:func:`with_removals`) keeps it from Applied (Ready means the brokers hold
+exactly the spec); kind-specific rules (:mod:`kquota.domain.mutation`,
+:mod:`kquota.domain.topics`) and the brokers' quota callback
+(:mod:`kquota.domain.callback`) refine it; a contested key
+(:func:`with_contest`) comes last, since it overrides Applied.
 """
 
 from __future__ import annotations
@@ -23,9 +26,10 @@ from kquota.domain.claims import MutationSpec, TopicSpec
 from kquota.domain.decide import Decision
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.gating import Claimant, conflict_outcome
+from kquota.domain.guard import APPROVAL_ANNOTATION, GuardHold
 from kquota.domain.mutation import ControllerWindow, with_burst
 from kquota.domain.plan import ClaimResolution, Drift, EntityChange, ResourceRef
-from kquota.domain.status import Outcome, Reason, value_text
+from kquota.domain.status import Condition, Outcome, Reason, value_text
 from kquota.domain.status_format import read_status
 from kquota.domain.topics import with_enforcement
 
@@ -128,6 +132,111 @@ def with_contest(
     return dataclasses.replace(outcome, reason=Reason.CONTESTED, message=message, fully_applied=False)
 
 
+# -- removals not yet made ------------------------------------------------------------------------
+
+
+def lingering_removals(changes: Iterable[EntityChange], live_after: Quotas) -> dict[Key, float]:
+    """Keys the plan removes that the brokers still hold after the pass, with their values.
+
+    Deferred until changes stop arriving (the removal settle), held by the
+    mass-removal guard, or not applied (a failure): each is still live.
+    """
+    out: dict[Key, float] = {}
+    for change in changes:
+        have = live_after.get(change.entity, {})
+        for op in change.ops:
+            if op.value is None and op.key in have:
+                out[(change.entity, op.key)] = have[op.key]
+    return out
+
+
+def removals_of(
+    rec: Claimant,
+    lingering: Mapping[Key, float],
+    named_before: frozenset[Entity] = frozenset(),
+    status: Mapping[str, Any] | None = None,
+) -> list[Key]:
+    """The lingering removals that are ``rec``'s doing.
+
+    A deleting resource's are every key of its spec. A live one's are keys its
+    status (``status``: what kquota last wrote, else ``rec.status``) still
+    reports applied, on an entity it names or named at its last pass
+    (``named_before``), that its spec no longer sets: what its edit dropped.
+    The status is read only when such an entity has a lingering removal.
+    """
+    if not lingering:
+        return []
+    if rec.deleting:
+        return sorted(((e, k) for e, values in rec.entries for k in values if (e, k) in lingering), key=_key_order)
+    named = {e for e, _ in rec.entries} | named_before
+    candidates = [(e, k) for (e, k) in lingering if e in named]
+    if not candidates:
+        return []
+    before = read_status(status if status is not None else rec.status).applied_values
+    return sorted(((e, k) for e, k in candidates if k.value in before), key=_key_order)
+
+
+def _key_order(item: Key) -> tuple[tuple[Any, ...], str]:
+    return (item[0].sort_key(), item[1].value)
+
+
+def held_message(keys: Sequence[Key], hold: GuardHold, cluster: str) -> str:
+    """What a resource whose removals the guard holds says: the keys, and how to approve."""
+    what = ", ".join(f"{k.value} on {e.path()}" for e, k in keys)
+    return (
+        f"{what} stays on the brokers: the mass-removal guard holds its removal, with the cluster's other "
+        f"{hold.count - len(keys)} held removals, until KafkaCluster {cluster} approves them "
+        f"(see its DeletionGuard condition): kubectl annotate kafkacluster {cluster} "
+        f"{APPROVAL_ANNOTATION}={hold.id} --overwrite"
+    )
+
+
+def with_removals(
+    outcome: Outcome,
+    rec: Claimant,
+    lingering: Mapping[Key, float],
+    hold: GuardHold | None,
+    cluster: str,
+    named_before: frozenset[Entity] = frozenset(),
+    status: Mapping[str, Any] | None = None,
+) -> Outcome:
+    """``status.applied`` keeps the keys this resource set until they are gone; Applied waits for them too.
+
+    A removal the guard holds makes the resource RemovalHeld (Stalled, with a
+    RemovalHeld condition giving the approval command); one deferred by the
+    removal settle makes it Pending (Reconciling). Reasons that already say
+    Ready is not True (a rejection, a conflict, retrying) stay, with the keys.
+    """
+    mine = removals_of(rec, lingering, named_before, status)
+    if not mine:
+        return outcome
+    applied = {**outcome.applied, **{k.value: lingering[(e, k)] for e, k in mine}}
+    held = [x for x in mine if hold is not None and x in hold.keys]
+    if hold is not None and held:
+        message = held_message(held, hold, cluster)
+        cond = Condition("RemovalHeld", "True", "AwaitingApproval", message)
+        if outcome.reason is Reason.APPLIED or rec.deleting:
+            return dataclasses.replace(
+                outcome,
+                reason=Reason.REMOVAL_HELD,
+                message=message,
+                applied=applied,
+                fully_applied=False,
+                conditions=(*outcome.conditions, cond),
+            )
+        return dataclasses.replace(outcome, applied=applied, conditions=(*outcome.conditions, cond))
+    if outcome.reason is Reason.APPLIED:
+        what = ", ".join(f"{k.value} on {e.path()}" for e, k in mine)
+        message = (
+            f"{what} no longer set by this resource is still on the brokers: it is removed once changes stop "
+            "arriving (the removal settle, KQUOTA_REMOVAL_SETTLE)"
+        )
+        return dataclasses.replace(
+            outcome, reason=Reason.PENDING, message=message, applied=applied, fully_applied=False
+        )
+    return dataclasses.replace(outcome, applied=applied)
+
+
 # -- after act: the facts, and the chain for every resource ---------------------------------------
 
 
@@ -176,21 +285,41 @@ class OutcomeFacts:
     callback_honoured: bool
     contested: Mapping[Key, float]
     contest_rule: ContestRule
+    #: The KafkaCluster's name (the approval command names it).
+    cluster: str = ""
+    #: The entities each resource claimed at its last pass, by uid.
+    remembered: Mapping[str, frozenset[Entity]] = dataclasses.field(default_factory=dict)
+    #: The status kquota last wrote to each resource, by uid (newer than a watch event may be).
+    written: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
 
 
 def pass_outcomes(decision: Decision[R], facts: OutcomeFacts) -> dict[str, Outcome]:
     """Every resource's outcome: those decided before act, then one ordered chain for each claimer.
 
     The chain: the base outcome (retrying, rejected, conflict, Applied or
-    Pending), then the kind's rule (burst for ControllerMutationQuota, the
-    Enforced condition for TopicQuota), then the brokers' quota callback, then
-    a contested key.
+    Pending), then the removals it made that are not done yet, then the kind's
+    rule (burst for ControllerMutationQuota, the Enforced condition for
+    TopicQuota), then the brokers' quota callback, then a contested key. A
+    resource being deleted has an outcome only while the guard holds its
+    removal (RemovalHeld): otherwise its finalizer, not its status, says it waits.
     """
     out = dict(decision.outcomes)
     claims = decision.claims
+    lingering = lingering_removals(decision.plan.changes, facts.live_after)
+    hold = decision.hold
+    if hold is not None:
+        for rec in decision.records:
+            if rec.deleting:
+                held = with_removals(Outcome(Reason.APPLIED, ""), rec, lingering, hold, facts.cluster)
+                if held.reason is Reason.REMOVAL_HELD:
+                    out[rec.ref.uid] = held
     for rec in decision.claimers:
         outcome = base_outcome(
             rec.ref, rec.entries, claims, facts.live_after, facts.problems, facts.retrying, facts.retry_seconds
+        )
+        uid = rec.ref.uid
+        outcome = with_removals(
+            outcome, rec, lingering, hold, facts.cluster, facts.remembered.get(uid, frozenset()), facts.written.get(uid)
         )
         if isinstance(rec.spec, MutationSpec):
             outcome = with_burst(outcome, rec.spec.rate, rec.spec.expected_burst, facts.windows)

@@ -210,7 +210,11 @@ def plan(
                     out.kept.setdefault(entity, {})[key] = have[key]
             removable -= kept
         for key in sorted(removable - set(want)):
-            if key in have:
+            # An owned key is removed even when the brokers' answer did not show it: that answer
+            # comes from a broker's metadata image, which may not have caught up with a set the
+            # controller already committed (KRaft), and forgetting the key unsent would leave it on
+            # the brokers owned by no one. Removing a key that is not set changes nothing.
+            if key in have or key in owned:
                 ops.append(QuotaOp(key, None))
             if key in owned:
                 out.forget.setdefault(entity, set()).add(key)

@@ -50,6 +50,9 @@ class Reason(enum.StrEnum):
     UNSUPPORTED_BY_BROKER = "UnsupportedByBroker"
     #: KafkaCluster only: the mass-removal guard holds this pass's removals until approved.
     REMOVALS_HELD = "RemovalsHeld"
+    #: A key this resource set (dropped from its spec, or the resource is being deleted) is still on the
+    #: brokers because the mass-removal guard holds its removal until the KafkaCluster approves it.
+    REMOVAL_HELD = "RemovalHeld"
     #: Another writer changes a key back again and again; kquota stopped restoring it for a while.
     CONTESTED = "Contested"
     #: Another KafkaCluster already manages the same Kafka cluster (same cluster id).
@@ -90,6 +93,8 @@ STALLED = frozenset(
         Reason.OWNED_BY_STRIMZI,
         # Upgrade the operator again, or restore the ledger: an older operator never guesses.
         Reason.LEDGER_FROM_NEWER_OPERATOR,
+        # An admin approves the held removals (the approval command is in the message).
+        Reason.REMOVAL_HELD,
     }
 )
 

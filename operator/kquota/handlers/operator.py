@@ -58,7 +58,7 @@ from kquota.k8s.api import Kube, connect
 from kquota.k8s.ledger import LedgerStore
 from kquota.kafka.errors import KafkaUnavailable
 from kquota.reconcile.build import ClusterResolver
-from kquota.reconcile.engine import ClusterReconciler
+from kquota.reconcile.engine import ClusterReconciler, ReconcilerStopped
 from kquota.reconcile.ghosts import GhostSweeper
 from kquota.reconcile.orphans import OrphanReporter, RecordStore
 from kquota.reconcile.records import object_ref
@@ -128,6 +128,12 @@ def configure_kopf(settings: kopf.OperatorSettings) -> None:
     settings.watching.chunk_size = LIST_CHUNK
     settings.watching.client_timeout = 330
     settings.networking.request_timeout = 60
+    # The replicas agree through the one ClusterKopfPeering the chart creates, also when the operator
+    # watches only some namespaces: kopf.operator(namespaces=...) switches peering to a KopfPeering in
+    # every watched namespace, whose CRD and objects do not exist, and a named (mandatory) peering
+    # that finds no peering resource pauses the operator for good. Kopf picks the peering resource
+    # after the startup handlers ran, so this takes effect.
+    settings.peering.clusterwide = True
 
 
 @kopf.on.startup()
@@ -169,7 +175,10 @@ async def _cleanup(memo: kopf.Memo, **_: Any) -> None:
         await st.orphans.stop()
     if st.ghosts is not None:
         await st.ghosts.stop()
-    for engine in st.engines.values():
+    # Out of st.engines first: a deletion waiting on one decides again and must not find it.
+    engines = list(st.engines.values())
+    st.engines.clear()
+    for engine in engines:
         engine.close()
     if st.kube is not None:
         await st.kube.close()
@@ -279,7 +288,13 @@ async def _released(engine: ClusterReconciler, uid: str) -> None:
             await engine.wait_released(uid, timeout=max(left, 0.001))
             return
         except TimeoutError as exc:
-            raise kopf.TemporaryError(f"quota not yet removed from the brokers: {exc}", delay=10) from exc
+            # (A TimeoutError says nothing itself: the log line used to end in an empty cause.)
+            raise kopf.TemporaryError(
+                f"quota not yet removed from the brokers after {RELEASE_WAIT_SECONDS:g}s (the resource's and "
+                f"KafkaCluster {engine.name!r}'s status say why, e.g. removals held or waiting for changes to "
+                "stop); waiting again",
+                delay=10,
+            ) from exc
         except KafkaUnavailable as exc:
             if asyncio.get_running_loop().time() >= deadline:
                 raise kopf.TemporaryError(f"quota not yet removed from the brokers: {exc}", delay=10) from exc
@@ -289,25 +304,36 @@ def _delete(kind: str) -> Any:
     async def delete(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
         st = state(memo)
         rec = claim_from_body(kind, body, st.settings.default_cluster)
-        engine = st.engines.get(rec.cluster)
-        if engine is None and rec.cluster in kwargs["kafkaclusters_index"]:
-            # The KafkaCluster exists but its reconciler has not started yet (just
-            # after an operator restart): hold the finalizer until it can remove the keys.
-            raise kopf.TemporaryError(f"waiting for the reconciler of cluster {rec.cluster!r} to start", delay=2)
-        if engine is None:
-            # No reconciler for this cluster (KafkaCluster absent): the ledger keeps
-            # what kquota set, and the keys are removed once the cluster is back.
-            message = (
-                f"KafkaCluster {rec.cluster!r} does not exist: quotas this resource set stay on the brokers "
-                "(recorded in the ledger) and are removed when that KafkaCluster exists again"
-            )
-            log.warning("%s %s/%s deleted: %s", kind, rec.ref.namespace, rec.ref.name, message)
-            if st.kube is not None:
-                await st.kube.event(object_ref(rec), "Warning", "QuotaKept", message)
+        while True:
+            engine = st.engines.get(rec.cluster)
+            if engine is None and rec.cluster in kwargs["kafkaclusters_index"]:
+                # The KafkaCluster exists but its reconciler does not run: it is starting (just after an
+                # operator restart), or the KafkaCluster is being deleted (its daemon stopped, the object
+                # not gone yet). Hold the finalizer and decide again in a moment.
+                raise kopf.TemporaryError(
+                    f"the reconciler of KafkaCluster {rec.cluster!r} is not running (starting, or the "
+                    "KafkaCluster is being deleted)",
+                    delay=2,
+                )
+            if engine is None:
+                # No reconciler for this cluster (KafkaCluster absent): the ledger keeps
+                # what kquota set, and the keys are removed once the cluster is back.
+                message = (
+                    f"KafkaCluster {rec.cluster!r} does not exist: quotas this resource set stay on the brokers "
+                    "(recorded in the ledger) and are removed when that KafkaCluster exists again"
+                )
+                log.warning("%s %s/%s deleted: %s", kind, rec.ref.namespace, rec.ref.name, message)
+                if st.kube is not None:
+                    await st.kube.event(object_ref(rec), "Warning", "QuotaKept", message)
+                st.records.pop(rec.ref.uid, None)
+                return
+            try:
+                await _released(engine, rec.ref.uid)
+            except ReconcilerStopped:
+                # Its KafkaCluster was deleted (or the operator is pausing) while this waited: decide again.
+                continue
             st.records.pop(rec.ref.uid, None)
             return
-        await _released(engine, rec.ref.uid)
-        st.records.pop(rec.ref.uid, None)
 
     delete.__name__ = f"{kind.lower()}_delete"
     return delete
@@ -370,8 +396,11 @@ async def cluster_reconciler(
     try:
         await stopped.wait()
     finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        engine.close()
+        # Nothing here awaits before the engine is out of st.engines and closed: Kopf stops a deleted
+        # KafkaCluster's daemon by force and may cancel it again while it cleans up, which left the
+        # stopped engine in st.engines, and deletions of its resources waited on it for ever (#33).
         if st.engines.get(name) is engine:
             del st.engines[name]
+        engine.close()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

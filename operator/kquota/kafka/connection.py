@@ -18,6 +18,7 @@ The SASL password is kept out of kafka-python's debug log of its configuration
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import threading
 import time
@@ -26,6 +27,8 @@ from typing import Any, Final
 
 import kafka.errors as kafka_errors
 from kafka import KafkaAdminClient
+from kafka.net.compat import KafkaNetClient
+from kafka.net.selector import NetworkSelector
 
 from kquota.kafka import diagnosis
 from kquota.kafka.settings import ConnectionSettings, ssl_context
@@ -65,6 +68,26 @@ class _BootstrapFailed(Exception):
         self.tls = tls
 
 
+#: Numbers the admin clients of this process: each one's I/O thread gets a name of its own.
+_CLIENTS = itertools.count(1)
+
+
+def _net_client(io_name: str) -> Callable[..., Any]:
+    """kafka-python's client, with its I/O thread named ``kafka-io-<io_name>``.
+
+    kafka-python names the thread after the client id, which every cluster's client
+    shares (the id the brokers see): the thread name is what tells one client's
+    logged login refusal from another's (:class:`diagnosis.AuthFailureSpy`). The
+    selector uses its client id for the thread name and its log lines only; the
+    connections keep the real one.
+    """
+
+    def make(**configs: Any) -> Any:
+        return KafkaNetClient(net=NetworkSelector(**{**configs, "client_id": io_name}), **configs)
+
+    return make
+
+
 class _AdminClient(KafkaAdminClient):  # type: ignore[misc]  # kafka-python is untyped
     """kafka-python's admin client plus a way to send any request to any broker.
 
@@ -73,11 +96,14 @@ class _AdminClient(KafkaAdminClient):  # type: ignore[misc]  # kafka-python is u
     """
 
     def __init__(self, **configs: Any) -> None:
-        spy = diagnosis.AuthFailureSpy(f"kafka-io-{configs.get('client_id')}")
+        # Several clusters' clients bootstrap at once (one reconcile loop each): the spy must hear
+        # only this client's I/O thread, or one cluster reports another's refused login (#33).
+        io_name = f"{configs.get('client_id')}-{next(_CLIENTS)}"
+        spy = diagnosis.AuthFailureSpy(f"kafka-io-{io_name}")
         manager_log = logging.getLogger("kafka.net.manager")
         manager_log.addFilter(spy)
         try:
-            super().__init__(**configs)
+            super().__init__(kafka_client=_net_client(io_name), **configs)
         except Exception as exc:
             self._stop_io()
             raise _BootstrapFailed(exc, spy.failure, spy.tls_failure) from exc

@@ -2,17 +2,22 @@
 
 Ownership is written ahead: keys are recorded in the ledger *before* they are
 sent, and forgotten only *after* their removal succeeded, so a crash at any
-point leaves the ledger a superset of what kquota set. The broker applies each
-entity's keys atomically and every entity's ops go in one request (the adapter
-guarantees it), so no entity is half-changed; a rejected entity's ledger
-entries are rolled back to what they were.
+point leaves the ledger a superset of what kquota set. The in-memory ledger is
+the caller's as soon as the write-ahead is saved (``ahead``), so an alter that
+raises (its answer lost, the change perhaps applied) leaves memory a superset
+too. The broker applies each entity's keys atomically and every entity's ops go
+in one request (the adapter guarantees it), so no entity is half-changed; a
+rejected entity's write-ahead records are rolled back to what they were, and a
+removal it refused leaves the key owned: the next pass removes it, and a
+deleted resource's finalizer waits for that (issue #33: dropping the entity
+from the ledger instead made the key no one's, left on the brokers for good).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,14 +72,20 @@ async def act(
     ledger: Ledger,
     decision: Decision[Any],
     retry_at: float,
+    ahead: Callable[[Ledger], None] = lambda _: None,
 ) -> Acted:
-    """Write ahead, send ``decision.sendable`` in one alter, roll back and remember what the brokers refused."""
+    """Write ahead, send ``decision.sendable`` in one alter, roll back and remember what the brokers refused.
+
+    ``ahead`` gets the ledger once its write-ahead is saved, before anything is sent.
+    """
     sendable = decision.sendable
     record = decision.record
-    before = {e: dict(ledger[e]) for e in record if e in ledger}
+    # What each recorded entity held before (None: nothing); only these are rolled back.
+    before = {e: (dict(ledger[e]) if e in ledger else None) for e in record}
     ledger = apply_ledger(ledger, record, {})
     if record:
         await store.save(ledger, record.keys())
+    ahead(ledger)
 
     failed: dict[Entity, str] = {}
     transient: set[Entity] = set()
@@ -95,13 +106,17 @@ async def act(
                     transient.add(res.entity)
         metrics.QUEUE_DEPTH.labels(cluster).set(0)
 
-    # Roll back the write-ahead for rejected entities (the broker changed nothing there).
+    # Roll back the write-ahead for rejected entities (the broker changed nothing there). An
+    # entity that was not recorded ahead (a removal only) keeps its ledger entry: its keys are
+    # still on the brokers and still kquota's to remove.
     rejections = dict(decision.rejections)
     for entity, message in failed.items():
         if entity in before:
-            ledger[entity] = before[entity]
-        else:
-            ledger.pop(entity, None)
+            previous = before[entity]
+            if previous is None:
+                ledger.pop(entity, None)
+            else:
+                ledger[entity] = previous
         if acl_refusal is not None:
             continue
         change = next(c for c in sendable if c.entity == entity)

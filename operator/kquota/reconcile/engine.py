@@ -57,12 +57,16 @@ from kquota.reconcile.ports import LedgerPort, QuotaAdminPort, StatusWriter
 from kquota.reconcile.records import ClusterConfig
 from kquota.reconcile.settings import OperatorSettings
 
-__all__ = ["ClusterNotReady", "ClusterReconciler", "DuplicateCluster", "PassReport"]
+__all__ = ["ClusterNotReady", "ClusterReconciler", "DuplicateCluster", "PassReport", "ReconcilerStopped"]
 
 log = logging.getLogger(__name__)
 
 #: A lone change after the loop waited this long starts a pass at once (no coalescing wait).
 BURST_GAP_SECONDS = 1.0
+
+
+class ReconcilerStopped(Exception):
+    """The reconciler a finalizer waited on stopped (its KafkaCluster deleted, or the operator pausing)."""
 
 
 class ClusterReconciler(Pass):
@@ -326,11 +330,15 @@ class ClusterReconciler(Pass):
         await asyncio.sleep(seconds)
 
     def close(self) -> None:
-        self._drop_admin()
+        # Waiting finalizers learn that this loop is gone (not a cancellation of their own handler):
+        # they decide again, e.g. QuotaKept once the KafkaCluster is gone.
+        stopped = ReconcilerStopped(f"the reconciler of KafkaCluster {self.name!r} stopped")
         for waiters in self._release_waiters.values():
             for fut in waiters:
                 if not fut.done():
-                    fut.cancel()
+                    fut.set_exception(stopped)
+        self._release_waiters.clear()
+        self._drop_admin()
 
     async def _report_failure(self, reason: Reason, message: str) -> None:
         """A failed pass, said on every resource and the KafkaCluster, and once (per cause) as a Warning event."""

@@ -126,8 +126,9 @@ class Events:
             await self._drift_events(fixed, holders, records)
             await self._contest_events(newly_contested, holders, records)
         done = [c for c in decision.sendable if c.entity not in failed]
-        # Keys forgotten without a removal sent: the brokers no longer had them (an earlier pass's
-        # removal whose answer or events were lost, or another writer), so nothing else names them.
+        # Keys forgotten that the brokers' answer did not show (an earlier pass's removal whose answer
+        # or events were lost, another writer, or a broker's metadata image behind the controller):
+        # their removal was sent, but no old value was read, so they are named apart.
         off_brokers = {
             e: {k for k in keys if k not in live.get(e, {})}
             for e, keys in decision.forget.items()
@@ -150,9 +151,10 @@ class Events:
         A set key goes to the resource that holds it (``Applied``, old and new
         value); a removed key to the resource whose deletion or edit caused it,
         else to the KafkaCluster (``QuotaRemoved``, with the cause). ``off_brokers``
-        are keys kquota owned that this pass forgets without sending anything,
-        because the brokers no longer had them: they are named the same way, so
-        a removal whose own pass failed before its events still gets one. Drift
+        are keys kquota owned that this pass forgets although the brokers' answer
+        did not show them (their removal is sent all the same): they are named the
+        same way, with the value kquota owned, so a removal whose own pass failed
+        before its events still gets one. Drift
         corrections have their own event. Returns the uids that got an Applied
         event, so the status-change event does not repeat it.
         """
@@ -178,6 +180,8 @@ class Events:
                         f"{op.key.value}={value_text(op.value)} on {change.entity.path()} (was {was})"
                     )
                     continue
+                if old is None and op.key in off_brokers.get(change.entity, ()):
+                    continue  # sent although the brokers' answer did not show it: named below
                 cause_rec, cause, warn = self._removal_cause(change.entity, op.key, causes, owned_before)
                 text = f"{op.key.value} on {change.entity.path()} (was {'unset' if old is None else value_text(old)})"
                 log.info("cluster %s: removed %s from the brokers: %s", self.name, text, cause)
@@ -248,6 +252,9 @@ class Events:
         rec = deleting.get((entity, key))
         if rec is not None:
             return rec, f"{rec.ref} is being deleted", False
+        if key not in owned_before.get(entity, {}) and (entity, key) not in vanished:
+            # Never kquota's: only Adopt removes such a key, whichever resource names the entity.
+            return None, f"KafkaCluster {self.name} has unmanaged.policy Adopt and no resource sets it", True
         rec = held.get(entity)
         if rec is not None:
             return rec, f"{rec.ref} no longer sets it", False

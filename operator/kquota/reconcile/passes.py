@@ -26,7 +26,7 @@ from kquota.domain.contest import ContestTracker
 from kquota.domain.decide import DecideInput, Decision, Rejection, Settle, decide
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.guard import APPROVAL_ANNOTATION, GuardLimits
-from kquota.domain.outcomes import ContestRule, OutcomeFacts, drifted, live_after, pass_outcomes
+from kquota.domain.outcomes import ContestRule, OutcomeFacts, drifted, lingering_removals, live_after, pass_outcomes
 from kquota.domain.plan import Drift, Protection, ResourceRef
 from kquota.domain.status import Outcome, Reason
 from kquota.reconcile import metrics
@@ -114,6 +114,8 @@ class Pass(Gather, Report):
         self.last_full_at = float("-inf")
         #: When the ledger's ConfigMaps were last checked against memory (once per drift interval).
         self._ledger_checked_at = float("-inf")
+        #: Entities with a key the last pass planned to remove that the brokers still hold.
+        self._lingering: frozenset[Entity] = frozenset()
 
     async def reconcile_once(self, scope: frozenset[str] | None = None) -> PassReport:
         """One pass: over everything (``scope`` None) or narrowed to the resources with these uids."""
@@ -172,6 +174,8 @@ class Pass(Gather, Report):
             inp.ledger,
             decision,
             time.monotonic() + self.settings.rejected_retry_seconds,
+            # Kept at once: an alter that raises may have applied what was recorded ahead.
+            ahead=self._keep_ledger,
         )
         self._acted(inp, acted)
         return acted
@@ -197,6 +201,7 @@ class Pass(Gather, Report):
             await self._repair_ledger(acted.ledger)
         seen = await self.observe(inp, decision.claimers)
         after = live_after(inp.live, decision.sendable, acted.failed.keys())
+        self._lingering = frozenset(e for e, _ in lingering_removals(decision.plan.changes, after))
         facts = self._outcome_facts(inp, seen, decision, acted, after)
         result = await self._unless_changed(may_yield, partial(pass_outcomes, decision, facts))
         report = await self._report(inp, seen, decision, acted, fixed, announced, result, after)
@@ -264,6 +269,7 @@ class Pass(Gather, Report):
             limits=self._limits,
             approval=inp.approval,
             now=now,
+            held=self._hold,
         )
 
     def _decided(self, decision: Decision[ResourceClaim]) -> None:
@@ -278,6 +284,9 @@ class Pass(Gather, Report):
         if decision.approved is not None:
             hold = decision.approved
             log.warning("cluster %s: %d removals approved (%s=%s)", self.name, hold.count, APPROVAL_ANNOTATION, hold.id)
+
+    def _keep_ledger(self, ledger: Ledger) -> None:
+        self._ledger = ledger
 
     def _acted(self, inp: PassInput, acted: Acted) -> None:
         self._ledger = acted.ledger
@@ -309,6 +318,10 @@ class Pass(Gather, Report):
             callback_honoured=cfg.callback_honoured,
             contested=self._contest.active(time.monotonic()),
             contest_rule=ContestRule(self._contest.restores, self._contest.window),
+            cluster=self.name,
+            # Copies: a full pass may work out its outcomes in a worker thread.
+            remembered=dict(self._entities_by_uid) if inp.full else self._entities_by_uid,
+            written=dict(self._written) if inp.full else self._written,
         )
 
     async def _report(
@@ -412,7 +425,11 @@ class Pass(Gather, Report):
                 # valid, so its keys stay kept (and a narrow pass still covers them).
                 self._entities_by_uid[rec.ref.uid] = before.get(rec.ref.uid, frozenset())
             else:
-                self._entities_by_uid[rec.ref.uid] = frozenset(e for e, _ in rec.entries)
+                # An entity it named before keeps counting while a key it set there awaits removal: the
+                # resource is not Applied until that key is gone (a ClientQuota moved to another user).
+                named = frozenset(e for e, _ in rec.entries)
+                left = before.get(rec.ref.uid, frozenset()) & self._lingering
+                self._entities_by_uid[rec.ref.uid] = named | left if left else named
         counts = self._reason_counts
         for rec in records:
             uid = rec.ref.uid

@@ -100,7 +100,8 @@ class Report(Observing, Events):
         for rec in records:
             live_uids.add(rec.ref.uid)
             outcome = outcomes.get(rec.ref.uid)
-            if outcome is None or rec.deleting:
+            # A resource being deleted has an outcome only while its removal is held (RemovalHeld).
+            if outcome is None:
                 continue
             # Most resources are unchanged in most passes: skip rendering them.
             # (Observed metrics change on their own: those render when the observation does.)

@@ -76,7 +76,7 @@ class Impact:
         return [r for r in self.rows if r.verdict == "un-throttles"]
 
     def over_threshold(self) -> list[ImpactRow]:
-        """The entities the change throttles more than ``threshold`` of the time: these fail CI (exit 3)."""
+        """The entities the change throttles more than ``threshold`` of the time: these fail CI (exit 4)."""
         return [r for r in self.throttled() if r.share > self.threshold]
 
     def as_dict(self) -> dict[str, Any]:
