@@ -18,7 +18,7 @@ help:
 	@echo "make demo-node - the same with the operator as pods (the chart) on a single-node cluster (root)"
 	@echo "make test   - install everything and run every test (lint, types, layers, unit, integration, e2e)"
 	@echo "make test-node - only the tests on the single-node cluster (operator pods from the chart; needs root)"
-	@echo "make test-node-advisor - kquota advise as a Job on the single-node cluster (builds the advisor image; release check)"
+	@echo "make test-node-advisor - the advisor on the single-node cluster: a local-mode Job, Spark on Kubernetes (driver in a Job, and plan --impact from here) (builds the advisor image; release check)"
 	@echo "make test-faults - only the fault suite (broker/API server/operator faults; prints the resilience report)"
 	@echo "make test-gitops - the Flux suite: Flux's source- and kustomize-controller syncing Git repositories of quotas (release check)"
 	@echo "make test-matrix - the e2e core on every supported Kafka: 4.3, 4.0, 3.9 KRaft and ZooKeeper, 3.0 ZooKeeper (release check)"
@@ -81,8 +81,10 @@ test: setup lint
 test-node: setup
 	$(PY) -m pytest -m node tests/node --durations=10 $(PYTEST_ARGS)
 
-# The advisor as a Kubernetes Job on the node (tests/node/test_advisor_job.py): builds the advisor
-# image (Dockerfile.advisor); opt-in, a release check (docs/advisor.md, "Running on Kubernetes").
+# The advisor on the node (tests/node/test_advisor_job.py): kquota advise as a local-mode Job, and on Spark
+# on Kubernetes with executors as pods (driver in a Job; kquota plan --impact with the driver here), each
+# against local mode's answer. Builds the advisor image (Dockerfile.advisor); opt-in, a release check
+# (docs/advisor.md, "Running on Kubernetes").
 test-node-advisor: setup
 	KQUOTA_NODE_ADVISOR=1 $(PY) -m pytest -m node tests/node/test_advisor_job.py --durations=10 $(PYTEST_ARGS)
 
