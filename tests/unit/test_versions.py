@@ -42,9 +42,31 @@ def test_the_advisor_job_runs_this_versions_image() -> None:
     assert container["image"] == f"ghcr.io/kquota/kquota-advisor:{__version__}"
 
 
+def test_spark_on_kubernetes_runs_this_versions_image_for_the_driver_and_the_executors() -> None:
+    docs = list(yaml.safe_load_all((ROOT / "deploy" / "advisor" / "spark-on-kubernetes.yaml").read_text()))
+    [job] = [d for d in docs if d["kind"] == "Job"]
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    image = f"ghcr.io/kquota/kquota-advisor:{__version__}"
+    assert container["image"] == image
+    assert f"--conf=spark.kubernetes.container.image={image}" in container["args"]
+
+
 def test_confluent_kafka_is_an_extra_not_a_runtime_dependency() -> None:
     requires = importlib.metadata.requires("kquota") or []
     confluent = [r for r in requires if r.startswith("confluent-kafka")]
     assert confluent and all('extra == "clients"' in r for r in confluent), confluent
     lock = (ROOT / "requirements.lock").read_text()
     assert "confluent-kafka" not in lock, "the image installs requirements.lock: no confluent-kafka in it"
+
+
+def _pins(path: str) -> dict[str, str]:
+    """``name==version`` lines of a hash-pinned requirements file."""
+    return dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+) ", (ROOT / path).read_text(), re.M))
+
+
+def test_the_image_builds_the_gssapi_of_the_kerberos_extra() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    (extra,) = project["project"]["optional-dependencies"]["kerberos"]
+    assert extra == f"gssapi=={_pins('requirements-kerberos.txt')['gssapi']}"
+    # gssapi 1.12.0's pyproject.toml requires exactly Cython 3.3.0 to build (no build isolation in the image).
+    assert _pins("requirements-kerberos-build.txt") == {"cython": "3.3.0"}

@@ -24,6 +24,7 @@ from kquota.domain.status import Reason
 from kquota.k8s.api import SecretNotFound
 from kquota.kafka.errors import (
     KafkaAuthenticationFailed,
+    KafkaLoginFailed,
     KafkaNotAuthorized,
     KafkaRefusalUnconfirmed,
     KafkaTlsFailed,
@@ -59,8 +60,9 @@ def failure_reason(exc: Exception) -> Reason:
 
 
 def answered(exc: Exception) -> bool:
-    """Whether the brokers answered, refusing: a login refused, or TLS that failed (a retry is another refusal)."""
-    return isinstance(exc, (KafkaAuthenticationFailed, KafkaTlsFailed))
+    """Whether the brokers (or the token or ticket issuer) answered, refusing: a login refused, TLS that failed, a
+    token or ticket not given. A retry is one more refusal: it waits for the backoff, not the reachability timer."""
+    return isinstance(exc, (KafkaAuthenticationFailed, KafkaTlsFailed, KafkaLoginFailed))
 
 
 @dataclass(slots=True)
