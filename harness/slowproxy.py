@@ -13,6 +13,9 @@ broker is slow, not broken.
   freezes *all* traffic for a few seconds, as a broker in a long GC pause
   would; at most ``max_stalls`` times, so a test stays bounded in time;
 * ``stall(seconds)``: freeze all traffic now;
+* ``reads_late(seconds)``: the client reads the broker's answers late, as a starved
+  process does: what the broker sends in ``seconds`` after an answer begins, its
+  closing of the connection included, reaches the client at once;
 * ``fast()``: plain forwarding again.
 
 Randomness comes from a seeded ``random.Random``: a failing run can be replayed
@@ -55,6 +58,7 @@ class SlowProxy:
         self._stall_seconds = (0.0, 0.0)
         self._stalls_left = 0
         self._stall_until = 0.0
+        self._late = 0.0
         self._sockets: set[socket.socket] = set()
         self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -88,8 +92,14 @@ class SlowProxy:
             self._stall_seconds = stall_seconds
             self._stalls_left = max_stalls
 
+    def reads_late(self, seconds: float) -> None:
+        """Hand the client the broker's bytes (and its close) in bursts gathered over ``seconds``."""
+        with self._lock:
+            self._late = seconds
+
     def fast(self) -> None:
         with self._lock:
+            self._late = 0.0
             self._latency = (0.0, 0.0)
             self._stall_chance = 0.0
             self._stalls_left = 0
@@ -142,8 +152,8 @@ class SlowProxy:
                     return
                 self._sockets |= {client, upstream}
                 self.stats.connections += 1
-            for src, dst in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+            for src, dst, answers in ((client, upstream, False), (upstream, client, True)):
+                threading.Thread(target=self._pump, args=(src, dst, answers), daemon=True).start()
 
     def _delay(self, size: int) -> float:
         """Seconds this chunk waits; may start a stall that every direction waits out."""
@@ -159,12 +169,38 @@ class SlowProxy:
             self.stats.delayed_seconds += delay
             return delay
 
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+    def _gather(self, src: socket.socket, data: bytes, seconds: float) -> tuple[bytes, bool]:
+        """``data`` and whatever else ``src`` sends within ``seconds``; True when it closed meanwhile."""
+        chunks, deadline = [data], time.monotonic() + seconds
+        try:
+            while (left := deadline - time.monotonic()) > 0:
+                src.settimeout(left)
+                try:
+                    more = src.recv(65536)
+                except TimeoutError:
+                    break
+                if not more:
+                    return b"".join(chunks), True
+                chunks.append(more)
+        finally:
+            src.settimeout(None)
+        return b"".join(chunks), False
+
+    def _pump(self, src: socket.socket, dst: socket.socket, answers: bool = False) -> None:
         try:
             while not self._closed.is_set():
                 data = src.recv(65536)
                 if not data:
                     break
+                with self._lock:
+                    late = self._late if answers else 0.0
+                if late:
+                    # The burst and the close right behind it, as one late read finds them.
+                    data, ended = self._gather(src, data, late)
+                    dst.sendall(data)
+                    if ended:
+                        break
+                    continue
                 delay = self._delay(len(data))
                 if delay and self._closed.wait(delay):
                     break

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from harness import procs
 from harness.kafka_cluster import KafkaCluster
+from harness.slowproxy import SlowProxy
 
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.plan import EntityChange, QuotaOp
@@ -343,6 +344,38 @@ def test_wrong_password_is_an_auth_error_that_never_shows_the_password(
     # kafka-python logs its whole configuration at DEBUG when a client starts.
     assert any("Starting KafkaAdminClient" in r.getMessage() for r in caplog.records)
     assert not [r.getMessage() for r in caplog.records if password in r.getMessage()]
+
+
+def test_a_refusal_read_together_with_the_close_is_still_a_refusal(kafka: KafkaCluster) -> None:
+    """A client that reads late (a busy machine) finds the broker's SASL refusal and its close of the
+    connection (100 ms later, connection.failed.authentication.delay.ms) in one read. kafka-python
+    3.0.12 dropped that read's bytes and said "socket disconnected", so a wrong password looked like
+    unreachable brokers and never became AuthenticationFailed; the proxy hands over exactly such reads,
+    every time."""
+    host, port = kafka.sasl_bootstrap.rsplit(":", 1)
+    proxy = SlowProxy(target_port=int(port)).start()
+    try:
+        proxy.reads_late(0.4)
+        settings = ConnectionSettings(
+            f"{host}:{proxy.port}",
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="SCRAM-SHA-256",
+            sasl_username=kafka.admin_user,
+            sasl_password="Wr0ng-" + secrets.token_hex(8),
+            connect_timeout_ms=6000,
+        )
+        for _ in range(3):
+            quota_admin = QuotaAdmin(settings)
+            try:
+                with pytest.raises(KafkaUnavailable) as caught:
+                    quota_admin.describe_all()
+            finally:
+                quota_admin.close()
+            assert isinstance(caught.value, KafkaAuthenticationFailed), str(caught.value)
+            assert "Authentication failed" in str(caught.value)
+        assert proxy.stats.connections >= 3
+    finally:
+        proxy.stop()
 
 
 def test_unreachable_brokers_raise_kafka_unavailable() -> None:

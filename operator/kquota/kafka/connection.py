@@ -37,12 +37,45 @@ import kafka.errors as kafka_errors
 from kafka import KafkaAdminClient
 from kafka.net.compat import KafkaNetClient
 from kafka.net.selector import NetworkSelector
+from kafka.net.transport import KafkaTCPTransport
 
 from kquota.kafka import diagnosis, oauth
 from kquota.kafka.errors import KafkaLoginFailed
 from kquota.kafka.settings import ConnectionSettings, ssl_context
 
 log = logging.getLogger(__name__)
+
+
+async def _read_from_sock(self: Any) -> None:
+    """kafka-python 3.0.12's transport read loop, delivering what was read before the peer closed.
+
+    The original drops the bytes of a read that also saw the end of the stream. A broker that
+    refuses a SASL login answers with the refusal and closes the connection 100 ms later
+    (connection.failed.authentication.delay.ms); a client that reads late (a busy machine) gets
+    both in one read, lost the answer, and reported "socket disconnected": a wrong password
+    looked like unreachable brokers and never became AuthenticationFailed (#33). Here the bytes
+    go to the protocol first, the task waiting on them runs (it closes the connection with the
+    refusal), and only then is the end of the stream acted on.
+    """
+    while self._read and not self._closed:
+        await self._net.wait_read(self._sock)
+        recvd_data, err = self._sock_recv()
+        if recvd_data:
+            self.last_read = time.monotonic()
+            if self._protocol and self._protocol._sensors:
+                self._protocol._sensors.bytes_received.record(len(recvd_data))
+            try:
+                self._protocol.data_received(recvd_data)
+            except kafka_errors.KafkaProtocolError as e:
+                return self.abort(error=e)  # type: ignore[no-any-return]
+            if err:
+                # Let the task the answer completes run before the end of the stream closes the connection.
+                await self._net.sleep(0)
+        if err:
+            return self.abort(error=err)  # type: ignore[no-any-return]
+
+
+KafkaTCPTransport._read_from_sock = _read_from_sock  # the SSL transport inherits it
 
 
 class _Secret(str):

@@ -9,10 +9,12 @@ no rotation: then the reason is ``AuthenticationFailed`` (Stalled, so a GitOps
 wait ends with the cause instead of at its timeout), still retried, so a
 corrected Secret recovers by itself.
 
-kafka-python sometimes reads the brokers closing a refused connection before
-the refusal itself (:class:`~kquota.kafka.errors.KafkaRefusalUnconfirmed`); such a
-failure with the same credentials neither counts nor ends the run of refusals,
-and once it is Stalled it keeps saying the refusal it cannot rule out.
+A connection closed during the login with no refusal read
+(:class:`~kquota.kafka.errors.KafkaRefusalUnconfirmed`: kafka-python's own read
+loop used to drop a refusal read together with the close, on a busy machine
+nearly every time; :mod:`kquota.kafka.connection` delivers it now) with the same
+credentials neither counts nor ends the run of refusals, and once it is Stalled
+it keeps saying the refusal it cannot rule out.
 """
 
 from __future__ import annotations
