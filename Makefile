@@ -11,7 +11,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # pytest arguments, e.g. `make test PYTEST_ARGS="-k reconcile -x"`
 PYTEST_ARGS ?=
 
-.PHONY: help setup venv system-packages tools lint test test-node test-node-advisor test-unit test-faults test-matrix test-k8s-floor test-stress soak demo demo-node crds lock clean
+.PHONY: help setup venv system-packages tools lint test test-node test-node-advisor test-unit test-faults test-gitops test-matrix test-k8s-floor test-stress soak demo demo-node crds lock clean
 
 help:
 	@echo "make demo   - local Kafka + kube-apiserver + operator + examples, then show status (Ctrl-C stops all)"
@@ -20,6 +20,7 @@ help:
 	@echo "make test-node - only the tests on the single-node cluster (operator pods from the chart; needs root)"
 	@echo "make test-node-advisor - kquota advise as a Job on the single-node cluster (builds the advisor image; release check)"
 	@echo "make test-faults - only the fault suite (broker/API server/operator faults; prints the resilience report)"
+	@echo "make test-gitops - the Flux suite: Flux's source- and kustomize-controller syncing Git repositories of quotas (release check)"
 	@echo "make test-matrix - the e2e core on every supported Kafka: 4.3, 4.0, 3.9 KRaft and ZooKeeper, 3.0 ZooKeeper (release check)"
 	@echo "make test-k8s-floor - CRDs, admission corpus, e2e core and Helm on Kubernetes 1.31, the floor (release check; first build ~15 min)"
 	@echo "make soak SEED=1 FAULTS=100 - the seeded chaos soak (report in soak-reports/; replay a failure with its SEED and step; STARVE=1 beside CPU hogs)"
@@ -79,6 +80,14 @@ test-unit: venv
 # The fault suite alone (also part of `make test`); prints the resilience report.
 test-faults: setup
 	$(PY) -m pytest -m faults $(PYTEST_ARGS)
+
+# The Flux suite (tests/gitops, marker `gitops`): Flux's source-controller and kustomize-controller,
+# built from their Go modules, syncing Git repositories of quotas, and docs/gitops.md's walkthrough.
+# A release check: the controllers' cold build (about 570 CPU-seconds and 3 GB of modules) does not
+# fit `make test`'s budget (README, "The two commands"). The build comes first, outside pytest's timeout.
+test-gitops: setup
+	$(PY) -m harness prepare --flux
+	KQUOTA_GITOPS=1 $(PY) -m pytest -m gitops tests/gitops --durations=10 $(PYTEST_ARGS)
 
 # The e2e core on every supported Kafka version and mode (tests/e2e/test_kafka_versions.py).
 # `make test` runs its 3.9 ZooKeeper case only; this is the release check (README, "Supported versions").

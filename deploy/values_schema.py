@@ -5,7 +5,11 @@ Schema (``definitions.kafkaClusterSpec`` in helm/kquota/values.schema.json) is
 generated from the CRD, itself generated from the pydantic models, so a typo in
 a values file fails at ``helm install`` with the CRD's own field names and
 descriptions, before any object reaches the API server. CEL rules are left to
-the API server.
+the API server, except those JSON Schema can state (:data:`TWINS`: which
+security protocol needs or allows ``sasl`` and ``tls``), so that ``helm
+template`` refuses a cluster the API server would refuse; each twin is tied to
+its CEL rule by the rule's message, and ``--check`` fails when the CRD no
+longer has that rule.
 
 Usage: ``python deploy/values_schema.py`` rewrites the definition;
 ``--check`` writes nothing and exits 1 when it is stale (tests/e2e/test_helm.py).
@@ -21,11 +25,34 @@ from typing import Any
 
 import yaml
 
+from kquota.api.security import SASL_REQUIRED, SASL_UNUSED, TLS_UNUSED
+
 REPO = Path(__file__).resolve().parents[1]
 CRD = Path("helm/kquota/crds/kafkaclusters.kquota.io.yaml")
 SCHEMA = Path("helm/kquota/values.schema.json")
 DEFINITION = "kafkaClusterSpec"
 _DROP = {"nullable", "format"}
+
+
+def _protocol_in(*protocols: str) -> dict[str, Any]:
+    """``protocol`` is one of ``protocols``; absent, it is the CRD's default PLAINTEXT."""
+    if "PLAINTEXT" in protocols:
+        return {"not": {"required": ["protocol"], "properties": {"protocol": {"not": {"enum": list(protocols)}}}}}
+    return {"required": ["protocol"], "properties": {"protocol": {"enum": list(protocols)}}}
+
+
+#: JSON Schema twins of CEL rules, by path in the KafkaCluster spec and the CEL rule's message.
+TWINS: dict[tuple[str, ...], dict[str, dict[str, Any]]] = {
+    ("security",): {
+        SASL_REQUIRED: {"if": _protocol_in("SASL_PLAINTEXT", "SASL_SSL"), "then": {"required": ["sasl"]}},
+        SASL_UNUSED: {"if": {"required": ["sasl"]}, "then": _protocol_in("SASL_PLAINTEXT", "SASL_SSL")},
+        TLS_UNUSED: {"if": {"required": ["tls"]}, "then": _protocol_in("SSL", "SASL_SSL")},
+    }
+}
+
+
+class StaleTwin(ValueError):
+    """A twin whose CEL rule is no longer in the CRD."""
 
 
 def json_schema(node: dict[str, Any]) -> dict[str, Any]:
@@ -60,10 +87,25 @@ def json_schema(node: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def with_twins(crd_spec: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    """``spec`` (the JSON Schema) with each twin added, as ``allOf``, where its CEL rule is in ``crd_spec``."""
+    for path, twins in TWINS.items():
+        crd_node, node = crd_spec, spec
+        for name in path:
+            crd_node, node = crd_node["properties"][name], node["properties"][name]
+        messages = {v["message"] for v in crd_node.get("x-kubernetes-validations", [])}
+        for message, clause in twins.items():
+            if message not in messages:
+                raise StaleTwin(f"spec.{'.'.join(path)}: the CRD has no CEL rule {message!r} any more")
+            node.setdefault("allOf", []).append(clause)
+    return spec
+
+
 def kafka_cluster_spec(root: Path) -> dict[str, Any]:
     crd = yaml.safe_load((root / CRD).read_text())
     version = next(v for v in crd["spec"]["versions"] if v.get("storage"))
-    return json_schema(version["schema"]["openAPIV3Schema"]["properties"]["spec"])
+    crd_spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    return with_twins(crd_spec, json_schema(crd_spec))
 
 
 def rendered(root: Path) -> str:

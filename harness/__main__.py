@@ -1,7 +1,8 @@
 """Command-line entry for the harness: ``python -m harness COMMAND``.
 
 prepare   download/build everything the tests need (Kafka jars, kube-apiserver, helm, the node's
-          binaries and images); ``--kube-version 1.31`` builds only that kube-apiserver (the floor)
+          binaries and images); ``--kube-version 1.31`` builds only that kube-apiserver (the floor),
+          ``--flux`` only Flux's source-controller and kustomize-controller (``make test-gitops``)
 kube      run a kube-apiserver until Ctrl-C and print how to reach it (``--kube-version 1.31``)
 soak      the seeded chaos soak (``--seed 1 --faults 100``; harness/soak/)
 kafka     run a Kafka cluster until Ctrl-C (``--brokers 3`` for three; ``--version 3.9.2 --zookeeper``
@@ -22,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
-from harness import images, kube_apiserver, node, procs, strimzi, tools
+from harness import flux, images, kube_apiserver, node, procs, strimzi, tools
 
 
 def _prepare() -> int:
@@ -66,6 +67,14 @@ def _wait_forever(components: list[procs.Process]) -> None:
     dead = [p for p in components if not p.alive()]
     for p in dead:
         print(f"{p.name} exited; log tail:\n{procs.log_tail(p.log)}", file=sys.stderr)
+
+
+def _prepare_flux() -> int:
+    start = time.monotonic()
+    binaries = flux.prepare()
+    label = "Flux " + ", ".join(f"{n} {v}" for n, (_, v) in flux.CONTROLLERS.items()) + " (Go modules)"
+    print(f"  ready: {label} {time.monotonic() - start:6.1f}s  {binaries}", flush=True)
+    return 0
 
 
 def _prepare_kube(minor: str) -> int:
@@ -176,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     versions = sorted(kube_apiserver.VERSIONS)
     prepare = sub.add_parser("prepare", help="download and build every component")
     prepare.add_argument("--kube-version", choices=versions, help="build only the kube-apiserver of this minor")
+    prepare.add_argument(
+        "--flux", action="store_true", help="build only Flux's source- and kustomize-controller (make test-gitops)"
+    )
     kube = sub.add_parser("kube", help="run a kube-apiserver until Ctrl-C")
     kube.add_argument("--kube-version", choices=versions, default=kube_apiserver.DEFAULT_MINOR)
     kafka = sub.add_parser("kafka", help="run Kafka until Ctrl-C")
@@ -202,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "prepare":
+            if args.flux:
+                return _prepare_flux()
             return _prepare_kube(args.kube_version) if args.kube_version else _prepare()
         return {"kube": _kube, "kafka": _kafka, "demo": _demo, "soak": _soak}[args.command](args)
     except procs.ComponentError as exc:

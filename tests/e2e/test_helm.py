@@ -181,6 +181,52 @@ def test_bad_values_are_rejected_with_a_clear_message(helm: Helm, values: dict[s
     assert message in result.stderr, result.stderr
 
 
+SASL = {"mechanism": "SCRAM-SHA-512", "credentialsSecretRef": {"namespace": "kafka", "name": "kq-admin"}}
+TLS = {"caSecretRef": {"namespace": "kafka", "name": "kafka-ca"}}
+SECURITY_CASES = [
+    {**({"protocol": p} if p else {}), **({"sasl": SASL} if sasl else {}), **({"tls": TLS} if tls else {})}
+    for p in (None, "PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+    for sasl in (False, True)
+    for tls in (False, True)
+]
+
+
+@pytest.mark.parametrize(
+    "security",
+    SECURITY_CASES,
+    ids=lambda s: "+".join(f"{k}={v}" if k == "protocol" else k for k, v in s.items()) or "none",
+)
+def test_values_refuse_what_the_api_server_refuses_for_security(helm: Helm, security: dict[str, Any]) -> None:
+    """The values schema states the security rules the CRD checks with CEL (SASL protocols need `sasl`,
+    `sasl` and `tls` only with the protocols that use them): `helm template` accepts exactly the
+    settings the KafkaCluster model (the CEL rules' Python twins) accepts."""
+    from pydantic import ValidationError
+
+    from kquota.api.security import Security
+
+    try:
+        Security.model_validate(security)
+        valid = True
+    except ValidationError:
+        valid = False
+    values = {"kafka": {"clusters": [{"name": "main", "spec": {"bootstrapServers": "k:9093", "security": security}}]}}
+    result = helm("template", "kq", str(CHART), "--values", "-", input=json.dumps(values), check=False)
+    assert (result.returncode == 0) == valid, result.stderr
+    if not valid:
+        assert "/kafka/clusters/0/spec/security" in result.stderr, result.stderr
+
+
+def test_a_sasl_cluster_without_sasl_settings_is_refused_by_name(helm: Helm) -> None:
+    values = {
+        "kafka": {
+            "clusters": [{"name": "main", "spec": {"bootstrapServers": "k:9093", "security": {"protocol": "SASL_SSL"}}}]
+        }
+    }
+    result = helm("template", "kq", str(CHART), "--values", "-", input=json.dumps(values), check=False)
+    assert result.returncode != 0
+    assert "at '/kafka/clusters/0/spec/security': missing property 'sasl'" in result.stderr, result.stderr
+
+
 # -- what the chart renders -----------------------------------------------------------
 
 
@@ -217,7 +263,6 @@ def test_deployment_is_hardened_and_runs_with_peering(helm: Helm) -> None:
 #: Operator settings the chart does not pass, and why.
 NOT_FROM_THE_CHART = {
     "kubeconfig": "in-cluster service account",
-    "watch_namespaces": "the chart's RBAC is cluster-wide (ClusterRole)",
 }
 #: Settings whose chart default differs from `kquota operator`'s on purpose.
 CHART_CHOICES = {"default_cluster", "peering", "log_format"}
@@ -284,6 +329,50 @@ def test_chart_ships_the_generated_crds_and_kopfs_peering_crd(helm: Helm) -> Non
     assert crds == sorted([*(p.stem for p in (CHART / "crds").glob("*.yaml")), "clusterkopfpeerings.kopf.dev"])
 
 
+def test_quota_kinds_aggregate_to_the_default_roles(helm: Helm) -> None:
+    roles = {r["metadata"]["name"]: r for r in find(render(helm), "ClusterRole")}
+    edit, view = roles["kq-kquota-edit"], roles["kq-kquota-view"]
+    aggregate = "rbac.authorization.k8s.io/aggregate-to-"
+    assert {k for k, v in edit["metadata"]["labels"].items() if k.startswith(aggregate) and v == "true"} == {
+        f"{aggregate}admin",
+        f"{aggregate}edit",
+    }
+    assert {k for k in view["metadata"]["labels"] if k.startswith(aggregate)} == {f"{aggregate}view"}
+    kinds = ["clientquotas", "controllermutationquotas", "topicquotas"]
+    assert [r["resources"] for r in edit["rules"]] == [kinds] == [r["resources"] for r in view["rules"]]
+    assert set(view["rules"][0]["verbs"]) == {"get", "list", "watch"}
+    assert {"create", "update", "patch", "delete"} <= set(edit["rules"][0]["verbs"])
+    off = {
+        r["metadata"]["name"] for r in find(render(helm, {"rbac": {"aggregateToDefaultRoles": False}}), "ClusterRole")
+    }
+    assert off == {"kq-kquota"}
+
+
+def test_watched_namespaces_reach_the_operator_and_its_rbac(helm: Helm) -> None:
+    def rendered(values: dict[str, Any] | None) -> tuple[str, list[dict[str, Any]]]:
+        docs = render(helm, values)
+        (container,) = find(docs, "Deployment")[0]["spec"]["template"]["spec"]["containers"]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        (role,) = find(docs, "ClusterRole", "kq-kquota")
+        return env["KQUOTA_WATCH_NAMESPACES"], role["rules"]
+
+    env, rules = rendered(None)
+    assert json.loads(env) == []
+    assert not [r for r in rules if "namespaces" in r["resources"]]
+    env, rules = rendered({"operator": {"watchNamespaces": ["team-*", "!team-x", "ops"]}})
+    assert json.loads(env) == ["team-*", "!team-x", "ops"]
+    assert [r["verbs"] for r in rules if r["resources"] == ["namespaces"]] == [["list", "watch"]]
+
+
+def test_the_image_is_the_one_docs_install_builds(helm: Helm) -> None:
+    """Nothing publishes an image from this repository: the chart's default is the name docs/install.md's
+    build command tags, for the chart's appVersion."""
+    (container,) = find(render(helm), "Deployment")[0]["spec"]["template"]["spec"]["containers"]
+    install = (REPO / "docs" / "install.md").read_text()
+    assert f"-t {container['image']} ." in install
+    assert "publishes no image" in install
+
+
 def test_service_monitor_is_optional(helm: Helm) -> None:
     docs = render(helm, {"metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}}})
     (monitor,) = find(docs, "ServiceMonitor")
@@ -304,7 +393,7 @@ def test_secret_access_is_by_name_per_namespace(helm: Helm) -> None:
     }
     assert {b["metadata"]["namespace"] for b in find(docs, "RoleBinding", "kq-kquota-secrets")} == {"kafka", "ops"}
     # Nowhere else are Secrets mentioned.
-    (cluster_role,) = find(docs, "ClusterRole")
+    (cluster_role,) = find(docs, "ClusterRole", "kq-kquota")
     assert not [r for r in cluster_role["rules"] if "secrets" in r["resources"]]
 
 

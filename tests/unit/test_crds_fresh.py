@@ -136,3 +136,17 @@ def test_reference_has_every_field_with_its_rules(name: str) -> None:
                 assert rule["message"] in entry, f"{kind} {path}: rule message missing"
             if "default" in node:
                 assert "default `" in entry, f"{kind} {path}: default missing"
+
+
+def test_every_chart_crd_file_is_a_document_of_its_own() -> None:
+    """`helm show crds` prints the chart's CRD files one after another as they are (subcharts' too):
+    each must start with `---`, or the output is one YAML document and `kubectl apply` of it upgrades
+    only the last CRD (tests/e2e/test_crd_upgrade.py runs the documented command)."""
+    chart = REPO / "helm" / "kquota"
+    files = sorted([*chart.glob("crds/*.yaml"), *chart.glob("charts/*/crds/*.yaml")])
+    assert len(files) == 5
+    for path in files:
+        assert path.read_text(encoding="utf-8").startswith("---\n"), path
+    joined = "".join(path.read_text(encoding="utf-8") for path in files)
+    docs = [d for d in yaml.safe_load_all(joined) if d]
+    assert sorted(d["metadata"]["name"] for d in docs) == sorted(p.stem for p in files)

@@ -61,8 +61,23 @@ default
 {{- end -}}
 
 {{/*
+The spec.strimzi of every KafkaCluster the operator may connect through
+Strimzi, as a JSON list: the chart's (kafka.clusters) and those kept elsewhere
+(kafka.extraStrimzi).
+*/}}
+{{- define "kquota.strimziSpecs" -}}
+{{- $out := list -}}
+{{- range .Values.kafka.clusters -}}
+{{- with (.spec | default dict).strimzi }}{{ $out = append $out . }}{{ end -}}
+{{- end -}}
+{{- range .Values.kafka.extraStrimzi }}{{ $out = append $out . }}{{ end -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{/*
 The Secrets the operator may read, as a JSON object {namespace: [names]}:
-every Secret the chart's KafkaClusters reference in spec.security, plus
+every Secret the chart's KafkaClusters reference in spec.security, the CA and
+KafkaUser Secrets of every Strimzi connection (kquota.strimziSpecs), plus
 kafka.extraSecrets. Names are sorted and unique, so the Roles are stable.
 */}}
 {{- define "kquota.secretsByNamespace" -}}
@@ -72,12 +87,12 @@ kafka.extraSecrets. Names are sorted and unique, so the Roles are stable.
 {{- with ($security.sasl | default dict).credentialsSecretRef }}{{ $refs = append $refs . }}{{ end -}}
 {{- with ($security.tls | default dict).caSecretRef }}{{ $refs = append $refs . }}{{ end -}}
 {{- with ($security.tls | default dict).clientCertSecretRef }}{{ $refs = append $refs . }}{{ end -}}
-{{- with (.spec | default dict).strimzi -}}
+{{- end -}}
+{{- range (include "kquota.strimziSpecs" . | fromJsonArray) -}}
 {{- /* A Strimzi Kafka's cluster CA, and the KafkaUser's Secret (named after it; a STRIMZI_SECRET_PREFIX goes in kafka.extraSecrets). */ -}}
 {{- $kns := .kafka.namespace -}}
 {{- $refs = append $refs (dict "namespace" $kns "name" (printf "%s-cluster-ca-cert" .kafka.name)) -}}
 {{- with .kafkaUser }}{{ $refs = append $refs (dict "namespace" (.namespace | default $kns) "name" .name) }}{{ end -}}
-{{- end -}}
 {{- end -}}
 {{- range .Values.kafka.extraSecrets }}{{ $refs = append $refs . }}{{ end -}}
 {{- $byNs := dict -}}
@@ -88,14 +103,14 @@ kafka.extraSecrets. Names are sorted and unique, so the Roles are stable.
 {{- end -}}
 
 {{/*
-Strimzi objects the KafkaClusters connect through, by namespace:
+Strimzi objects the KafkaClusters connect through (kquota.strimziSpecs), by namespace:
 {"<ns>": {"kafkas": [names], "kafkausers": [names]}}. KafkaUsers are also
 listed (the User Operator's users decide what kquota may not touch).
 */}}
 {{- define "kquota.strimziByNamespace" -}}
 {{- $byNs := dict -}}
-{{- range .Values.kafka.clusters -}}
-{{- with (.spec | default dict).strimzi -}}
+{{- range (include "kquota.strimziSpecs" . | fromJsonArray) -}}
+{{- with . -}}
 {{- $kns := .kafka.namespace -}}
 {{- $entry := get $byNs $kns | default (dict "kafkas" list "kafkausers" list) -}}
 {{- $_ := set $entry "kafkas" (append $entry.kafkas .kafka.name | uniq | sortAlpha) -}}

@@ -128,6 +128,12 @@ def configure_kopf(settings: kopf.OperatorSettings) -> None:
     settings.watching.chunk_size = LIST_CHUNK
     settings.watching.client_timeout = 330
     settings.networking.request_timeout = 60
+    # The replicas agree through the one ClusterKopfPeering the chart creates, also when the operator
+    # watches only some namespaces: kopf.operator(namespaces=...) switches peering to a KopfPeering in
+    # every watched namespace, whose CRD and objects do not exist, and a named (mandatory) peering
+    # that finds no peering resource pauses the operator for good. Kopf picks the peering resource
+    # after the startup handlers ran, so this takes effect.
+    settings.peering.clusterwide = True
 
 
 @kopf.on.startup()
