@@ -237,7 +237,9 @@ class Kube:
         last: ApiException | None = None
         for version in versions:
             try:
-                return await self.request("GET", api_path("apis", group, version, "namespaces", namespace, plural, name))
+                return await self.request(
+                    "GET", api_path("apis", group, version, "namespaces", namespace, plural, name)
+                )
             except ApiException as exc:
                 if exc.status != 404:
                     raise

@@ -12,6 +12,8 @@ and it decides what a watch event means, as the Kopf index function did:
   wakes nothing;
 * a deletion drops the claim and wakes the reconciler, and so does an object
   a new list lacks (a deletion the watch never delivered): its keys are removed.
+  One that goes without ever being seen Terminating (no finalizer held it) is
+  handed to ``vanished`` as well, so the removal of its keys names it.
 
 ``synced`` is set once every informer has handed over its first complete list:
 the reconcilers plan only then, never against a half-read desired state.
@@ -72,10 +74,12 @@ class ClaimIndex(Mapping[str, Iterable[ResourceClaim]]):
         wake: Callable[[str, str], None],
         written: Callable[[str, str], StoredStatus | None],
         records: MutableMapping[str, ResourceClaim] | None = None,
+        vanished: Callable[[ResourceClaim], None] | None = None,
     ) -> None:
         self.default_cluster = default_cluster
         self._wake = wake
         self._written = written
+        self._vanished = vanished
         self.records: MutableMapping[str, ResourceClaim] = records if records is not None else {}
         self._by_cluster: dict[str, dict[str, ResourceClaim]] = {}
         self._versions: dict[str, Version] = {}
@@ -147,12 +151,20 @@ class ClaimIndex(Mapping[str, Iterable[ResourceClaim]]):
 
     def delete(self, kind: str, body: Mapping[str, Any]) -> None:
         uid = str((body.get("metadata") or {}).get("uid") or "")
+        rec = self.records.get(uid)
+        if rec is not None and not rec.deleting and self._vanished is not None:
+            # Gone without ever being seen Terminating: its finalizer was not there (removed by hand, or
+            # never written), so nothing released its keys; its removals name it.
+            self._vanished(rec)
         self._drop(uid)
 
     def listed(self, kind: str, namespace: str | None, uids: set[str]) -> None:
         # Objects of this kind and namespace a complete list lacks were deleted unseen.
         for uid, scope in list(self._scopes.items()):
             if scope[0] == kind and (namespace is None or scope[1] == namespace) and uid not in uids:
+                rec = self.records.get(uid)
+                if rec is not None and self._vanished is not None:
+                    self._vanished(rec)
                 self._drop(uid)
         self._waiting.discard((kind, namespace))
         if not self._waiting:
