@@ -18,7 +18,7 @@ help:
 	@echo "make demo-node - the same with the operator as pods (the chart) on a single-node cluster (root)"
 	@echo "make test   - install everything and run every test (lint, types, layers, unit, integration, e2e)"
 	@echo "make test-node - only the tests on the single-node cluster (operator pods from the chart; needs root)"
-	@echo "make test-node-advisor - kquota advise as a Job on the single-node cluster (builds the advisor image; release check)"
+	@echo "make test-node-advisor - the advisor on the single-node cluster: a local-mode Job, Spark on Kubernetes (driver in a Job, and plan --impact from here) (builds the advisor image; release check)"
 	@echo "make test-faults - only the fault suite (broker/API server/operator faults; prints the resilience report)"
 	@echo "make test-gitops - the Flux suite: Flux's source- and kustomize-controller syncing Git repositories of quotas (release check)"
 	@echo "make test-matrix - the e2e core on every supported Kafka: 4.3, 4.0, 3.9 KRaft and ZooKeeper, 3.0 ZooKeeper (release check)"
@@ -27,31 +27,43 @@ help:
 	@echo "make test-stress - the e2e, fault, soak and node suites beside CPU hogs, twice the cores (release check)"
 	@echo "make crds   - regenerate crds/ and the Helm chart's copy from the pydantic models"
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml requirements-msk.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,spark]'
+	# AWS MSK IAM's signer, without the resolver (see the file: botocore and kubernetes disagree on python-dateutil).
+	$(PY) -m pip install -q --no-deps --require-hashes -r requirements-msk.txt
 	touch $@
 
 venv: $(VENV)/.installed
 
 # Debian packages some tests drive for real: Prometheus (scrapes the brokers),
 # zsh and fish (the completion scripts are checked by the shells themselves),
-# chromium (the advisor's HTML report is opened in a real browser), and the
+# chromium (the advisor's HTML report is opened in a real browser), the
 # single node's runtime (harness/node.py): containerd, runc, iptables, the CNI
-# plugins, buildah and debootstrap (the images are built here, not pulled).
+# plugins, buildah and debootstrap (the images are built here, not pulled), and
+# MIT Kerberos (harness/kdc.py): the KDC, kadmin.local, and libkrb5-dev, which
+# pip needs to build python-gssapi (the `kerberos` extra).
 SYSTEM_COMMANDS := prometheus zsh fish chromium containerd runc iptables buildah debootstrap
 system-packages:
 	@missing=""; for c in $(SYSTEM_COMMANDS); do command -v $$c >/dev/null || missing="$$missing $$c"; done; \
 	[ -x /usr/lib/cni/bridge ] || missing="$$missing containernetworking-plugins"; \
+	[ -x /usr/sbin/krb5kdc ] || missing="$$missing krb5-kdc"; \
+	[ -x /usr/sbin/kadmin.local ] || missing="$$missing krb5-admin-server"; \
+	command -v krb5-config >/dev/null || missing="$$missing libkrb5-dev"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
+# python-gssapi (the `kerberos` extra), built against the system's libkrb5-dev: after system-packages.
+$(VENV)/.kerberos: pyproject.toml $(VENV)/.installed | system-packages
+	$(PY) -m pip install -q -e '.[kerberos]'
+	touch $@
+
 # Kafka jars (Maven Central), the kube-apiserver harness (Go modules), helm (Go modules),
 # the node's kubelet, controller-manager and scheduler (Go modules) and its images (buildah).
-tools: venv system-packages
+tools: venv system-packages $(VENV)/.kerberos
 	$(PY) -m harness prepare
 
 setup: tools
@@ -69,8 +81,10 @@ test: setup lint
 test-node: setup
 	$(PY) -m pytest -m node tests/node --durations=10 $(PYTEST_ARGS)
 
-# The advisor as a Kubernetes Job on the node (tests/node/test_advisor_job.py): builds the advisor
-# image (Dockerfile.advisor); opt-in, a release check (docs/advisor.md, "Running on Kubernetes").
+# The advisor on the node (tests/node/test_advisor_job.py): kquota advise as a local-mode Job, and on Spark
+# on Kubernetes with executors as pods (driver in a Job; kquota plan --impact with the driver here), each
+# against local mode's answer. Builds the advisor image (Dockerfile.advisor); opt-in, a release check
+# (docs/advisor.md, "Running on Kubernetes").
 test-node-advisor: setup
 	KQUOTA_NODE_ADVISOR=1 $(PY) -m pytest -m node tests/node/test_advisor_job.py --durations=10 $(PYTEST_ARGS)
 

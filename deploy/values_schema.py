@@ -6,7 +6,8 @@ generated from the CRD, itself generated from the pydantic models, so a typo in
 a values file fails at ``helm install`` with the CRD's own field names and
 descriptions, before any object reaches the API server. CEL rules are left to
 the API server, except those JSON Schema can state (:data:`TWINS`: which
-security protocol needs or allows ``sasl`` and ``tls``), so that ``helm
+security protocol needs or allows ``sasl`` and ``tls``, which SASL mechanism
+needs its own section of ``sasl`` and no other's), so that ``helm
 template`` refuses a cluster the API server would refuse; each twin is tied to
 its CEL rule by the rule's message, and ``--check`` fails when the CRD no
 longer has that rule.
@@ -25,7 +26,23 @@ from typing import Any
 
 import yaml
 
-from kquota.api.security import SASL_REQUIRED, SASL_UNUSED, TLS_UNUSED
+from kquota.api.security import (
+    CREDENTIALS_REQUIRED,
+    CREDENTIALS_UNUSED,
+    KERBEROS_REQUIRED,
+    KERBEROS_UNUSED,
+    MSK_NEEDS_TLS,
+    MSK_REQUIRED,
+    MSK_ROLE_OR_PROFILE,
+    MSK_SESSION_NAME_UNUSED,
+    MSK_UNUSED,
+    OAUTH_REQUIRED,
+    OAUTH_UNUSED,
+    PASSWORD_MECHANISMS,
+    SASL_REQUIRED,
+    SASL_UNUSED,
+    TLS_UNUSED,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 CRD = Path("helm/kquota/crds/kafkaclusters.kquota.io.yaml")
@@ -41,13 +58,48 @@ def _protocol_in(*protocols: str) -> dict[str, Any]:
     return {"required": ["protocol"], "properties": {"protocol": {"enum": list(protocols)}}}
 
 
+def _mechanism_in(*mechanisms: str) -> dict[str, Any]:
+    return {"required": ["mechanism"], "properties": {"mechanism": {"enum": list(mechanisms)}}}
+
+
+def _section(section: str, *mechanisms: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A mechanism needs its section of ``sasl``; the section needs its mechanism."""
+    return (
+        {"if": _mechanism_in(*mechanisms), "then": {"required": [section]}},
+        {"if": {"required": [section]}, "then": _mechanism_in(*mechanisms)},
+    )
+
+
+_CREDENTIALS = _section("credentialsSecretRef", *PASSWORD_MECHANISMS)
+_OAUTH = _section("oauth", "OAUTHBEARER")
+_KERBEROS = _section("kerberos", "GSSAPI")
+_MSK = _section("awsMskIam", "AWS_MSK_IAM")
+
 #: JSON Schema twins of CEL rules, by path in the KafkaCluster spec and the CEL rule's message.
 TWINS: dict[tuple[str, ...], dict[str, dict[str, Any]]] = {
     ("security",): {
         SASL_REQUIRED: {"if": _protocol_in("SASL_PLAINTEXT", "SASL_SSL"), "then": {"required": ["sasl"]}},
         SASL_UNUSED: {"if": {"required": ["sasl"]}, "then": _protocol_in("SASL_PLAINTEXT", "SASL_SSL")},
         TLS_UNUSED: {"if": {"required": ["tls"]}, "then": _protocol_in("SSL", "SASL_SSL")},
-    }
+        MSK_NEEDS_TLS: {
+            "if": {"required": ["sasl"], "properties": {"sasl": _mechanism_in("AWS_MSK_IAM")}},
+            "then": _protocol_in("SASL_SSL"),
+        },
+    },
+    ("security", "sasl"): {
+        CREDENTIALS_REQUIRED: _CREDENTIALS[0],
+        CREDENTIALS_UNUSED: _CREDENTIALS[1],
+        OAUTH_REQUIRED: _OAUTH[0],
+        OAUTH_UNUSED: _OAUTH[1],
+        KERBEROS_REQUIRED: _KERBEROS[0],
+        KERBEROS_UNUSED: _KERBEROS[1],
+        MSK_REQUIRED: _MSK[0],
+        MSK_UNUSED: _MSK[1],
+    },
+    ("security", "sasl", "awsMskIam"): {
+        MSK_ROLE_OR_PROFILE: {"not": {"required": ["roleArn", "profile"]}},
+        MSK_SESSION_NAME_UNUSED: {"if": {"required": ["roleSessionName"]}, "then": {"required": ["roleArn"]}},
+    },
 }
 
 

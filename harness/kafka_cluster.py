@@ -30,6 +30,13 @@ broker+controller nodes on free loopback ports, each with three listeners
 
   ``cluster.tls_client_config(...)`` gives confluent-kafka settings for both.
 
+More client listeners: ``KafkaCluster.start(..., listeners=[Listener(name, protocol,
+properties)])`` adds one per entry to every broker, on its own free port, with
+the broker properties it needs (harness/oidc.py's OAUTHBEARER listener,
+harness/kdc.py's GSSAPI one); ``cluster.listener_bootstrap(name)`` is its
+bootstrap. ``jvm_options`` are added to every broker's JVM (system properties
+such as Kafka 4.x's OAuth URL allow-list or ``java.security.krb5.conf``).
+
 Kafka 4.3.1 is the default; ``KQUOTA_KAFKA_VERSION`` selects another (3.x works:
 reload4j logging, ``kafka.admin.AclCommand``; 4.x: log4j2, ACL tool moved to
 ``org.apache.kafka.tools.AclCommand`` in the kafka-tools jar).
@@ -266,6 +273,16 @@ def _log_configs(workdir: Path) -> tuple[list[str], list[str]]:
     return out[0], out[1]
 
 
+@dataclass(frozen=True)
+class Listener:
+    """A client listener more (``KafkaCluster.start(listeners=...)``): its name, security protocol and properties."""
+
+    name: str
+    protocol: str
+    #: Broker properties the listener needs (e.g. ``listener.name.<name>.sasl.enabled.mechanisms``).
+    properties: dict[str, str]
+
+
 @dataclass
 class ZooKeeper:
     """One standalone ZooKeeper server for a ZooKeeper-mode cluster (Kafka 3.x)."""
@@ -351,6 +368,8 @@ class Broker:
     custom_tls_port: int = 0
     #: The plaintext listener for pods (``start(..., pod_host=...)``), else 0.
     pod_port: int = 0
+    #: The ports of ``start(..., listeners=...)``, by listener name.
+    listener_ports: dict[str, int] = field(default_factory=dict)
 
     @property
     def ports(self) -> dict[str, int]:
@@ -367,7 +386,7 @@ class Broker:
             ports |= {"TLS": self.tls_port, "CUSTOMTLS": self.custom_tls_port}
         if self.pod_port:
             ports["POD"] = self.pod_port
-        return ports
+        return ports | self.listener_ports
 
     @property
     def bootstrap(self) -> str:
@@ -420,6 +439,12 @@ class KafkaCluster:
     #: A host address pods can reach (``start(..., pod_host=...)``): each broker also listens
     #: and advertises a plaintext POD listener there, since pods cannot reach 127.0.0.1.
     pod_host: str = ""
+    #: The client listeners more (``start(..., listeners=...)``).
+    listeners: tuple[Listener, ...] = ()
+
+    def listener_bootstrap(self, name: str) -> str:
+        """The bootstrap servers of a listener given to ``start(..., listeners=...)``."""
+        return ",".join(f"127.0.0.1:{b.listener_ports[name]}" for b in self.brokers)
 
     @property
     def pod_bootstrap(self) -> str:
@@ -449,6 +474,8 @@ class KafkaCluster:
         jmx_rules: Path | None = None,
         zookeeper: bool = False,
         pod_host: str = "",
+        listeners: Sequence[Listener] = (),
+        jvm_options: Sequence[str] = (),
     ) -> KafkaCluster:
         """Format storage, start ``brokers`` nodes and wait until every one is ready.
 
@@ -460,6 +487,8 @@ class KafkaCluster:
         ``tls="extra"`` is ``tls=True`` plus two SSL listeners without client authentication:
         ``TLS`` with the CA's broker certificate, ``CUSTOMTLS`` with one from a second CA
         (``cluster.custom_cert``), as a Strimzi listener with a custom certificate presents.
+        ``listeners`` adds client listeners (see the module docstring); ``jvm_options`` are
+        added to each broker's JVM.
         """
         if brokers < 1:
             raise ValueError("a cluster needs at least one broker")
@@ -484,6 +513,7 @@ class KafkaCluster:
             extra_classpath=tuple(extra_classpath),
             jmx_rules=Path(jmx_rules) if jmx_rules is not None else JMX_RULES,
             pod_host=pod_host,
+            listeners=tuple(listeners),
         )
         per_broker = 8 if tls == "extra" else 6 if tls else 4
         ports = [[procs.free_port() for _ in range(per_broker)] for _ in range(brokers)]
@@ -499,13 +529,17 @@ class KafkaCluster:
             node_dir.mkdir(parents=True, exist_ok=True)
             config = node_dir / "server.properties"
             pod_port = procs.free_port() if pod_host else 0
+            listener_ports = {listener.name: procs.free_port() for listener in cluster.listeners}
             config.write_text(
-                cluster._server_properties(node_id, plain, sasl, ctrl, voters, data_dir, brokers, tls_ports, pod_port)
+                cluster._server_properties(
+                    node_id, plain, sasl, ctrl, voters, data_dir, brokers, tls_ports, pod_port, listener_ports
+                )
             )
             log = node_dir / "broker.log"
             argv = [
                 "java",
                 *_BROKER_JVM,
+                *jvm_options,
                 *broker_log_flags,
                 f"-javaagent:{agent_jar(home)}=127.0.0.1:{metrics}:{cluster.jmx_rules}",
                 "-cp",
@@ -520,6 +554,7 @@ class KafkaCluster:
             if len(tls_ports) == 4:
                 broker.tls_port, broker.custom_tls_port = tls_ports[2:]
             broker.pod_port = pod_port
+            broker.listener_ports = listener_ports
             cluster.brokers.append(broker)
         started = time.monotonic()
         try:
@@ -551,6 +586,7 @@ class KafkaCluster:
         count: int,
         tls_ports: Sequence[int] = (),
         pod_port: int = 0,
+        listener_ports: dict[str, int] | None = None,
     ) -> str:
         rf = min(3, count)
         scram = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
@@ -628,6 +664,12 @@ class KafkaCluster:
             props["listeners"] += pod_listener
             props["advertised.listeners"] += pod_listener
             props["listener.security.protocol.map"] += ",POD:PLAINTEXT"
+        for listener in self.listeners:
+            address = f",{listener.name}://127.0.0.1:{(listener_ports or {})[listener.name]}"
+            props["listeners"] += address
+            props["advertised.listeners"] += address
+            props["listener.security.protocol.map"] += f",{listener.name}:{listener.protocol}"
+            props |= listener.properties
         props |= self.extra_properties
         return "".join(f"{k}={v}\n" for k, v in props.items())
 
@@ -670,6 +712,8 @@ class KafkaCluster:
         if not (_port_open(broker.plaintext_port) and _port_open(broker.metrics_port)):
             return False
         if broker.ssl_port and not (_port_open(broker.ssl_port) and _port_open(broker.sasl_ssl_port)):
+            return False
+        if not all(_port_open(port) for port in broker.listener_ports.values()):
             return False
         from confluent_kafka.admin import AdminClient
 

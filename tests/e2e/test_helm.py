@@ -152,7 +152,7 @@ BAD_VALUES = [
                             "security": {
                                 "protocol": "SASL_SSL",
                                 "sasl": {
-                                    "mechanism": "GSSAPI",
+                                    "mechanism": "SCRAM-SHA-1",
                                     "credentialsSecretRef": {"namespace": "k", "name": "s"},
                                 },
                             },
@@ -162,6 +162,29 @@ BAD_VALUES = [
             }
         },
         "/kafka/clusters/0/spec/security/sasl/mechanism",
+    ),
+    (
+        "OAUTHBEARER without its oauth section",
+        {
+            "kafka": {
+                "clusters": [
+                    {
+                        "name": "main",
+                        "spec": {
+                            "bootstrapServers": "k:9092",
+                            "security": {
+                                "protocol": "SASL_SSL",
+                                "sasl": {
+                                    "mechanism": "OAUTHBEARER",
+                                    "credentialsSecretRef": {"namespace": "k", "name": "s"},
+                                },
+                            },
+                        },
+                    }
+                ]
+            }
+        },
+        "missing property 'oauth'",
     ),
     (
         "cluster name not a DNS name",

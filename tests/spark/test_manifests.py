@@ -1,4 +1,4 @@
-"""Manifests, names and quantities the advisor writes: valid for kquota's API models, safe for any principal."""
+"""Manifests, names and quantities the advisor writes, and its report's text: valid, safe and readable."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import yaml
 from kquota.advisor import current
 from kquota.advisor.manifests import client_quota_manifests, quantity, slug, topic_quota_manifests, write_manifests
 from kquota.advisor.report.page import render_html
+from kquota.advisor.report.summary import summarise
 from kquota.advisor.units import human_bytes
 from kquota.api import ClientQuota, TopicQuota, byte_rate
 
@@ -223,7 +224,9 @@ def test_the_html_report_puts_the_decision_first_with_units_and_hides_no_overrid
     assert "250 override(s)" in top
     # The one demand-capped entity and the one broker over capacity are named on top.
     assert "1 demand-capped" in top and "users/heavy-249 produce" in top
-    assert "broker 2 produce over capacity" in top and "broker 1 " not in top
+    assert "broker 2 produce over capacity" in top and "broker 1 produce over capacity" not in top
+    # Both brokers' quotas add up to 970x their capacity: one line says so, naming the first.
+    assert "on 2 of 2 broker/resource pair(s) (up to 970.00x on broker 1 produce)" in top
     # Every override is listed (more than any table limit), and the demand-capped one is in the table.
     overrides_table = page[page.index("<h2>Recommended quotas</h2>") : page.index("<h2>Summary</h2>")]
     assert all(f"users/heavy-{i:03d}" in overrides_table for i in range(250))
@@ -245,3 +248,91 @@ def test_the_html_report_puts_the_decision_first_with_units_and_hides_no_overrid
 )
 def test_rates_for_people_have_three_digits_a_unit_and_never_an_exponent(x: float, text: str) -> None:
     assert human_bytes(x) == text
+
+
+def summarised(report: dict[str, Any]) -> str:
+    """The summary of a report built by ``report_with``, with the fields only the summary reads."""
+    report["validation"] = {
+        "clients": {
+            "rows_valid": 3000,
+            "brokers": 2,
+            "first_timestamp": "2026-11-24T00:00:00",
+            "last_timestamp": "2026-11-25T00:00:00",
+            "notes": [],
+        }
+    }
+    report["parameters"] = {"headroom": 0.2, "default_percentile": 1.0}
+    return summarise(report)
+
+
+def test_the_summary_names_a_demand_capped_override_however_many_overrides_rank_above_it() -> None:
+    # 250 overrides; the demand-capped one is the smallest, far below the 15 the summary lists by size.
+    report = report_with(overrides=250)
+    for r in report["recommendations"]:
+        capped = r["user"] == "heavy-000"
+        r |= {"throttled_share": 0.4 if capped else 0.0, "demand_capped": capped}
+    lines = summarised(report).splitlines()
+    [capped] = [line for line in lines if "users/heavy-000 " in line]
+    assert "demand capped: throttled 40% of the time, real demand is higher" in capped
+    assert "  ... and 234 more overrides (see the report)" in lines
+    assert sum(1 for line in lines if line.startswith("  override ")) == 16
+
+
+def capacity_row(broker: str, observed: float, committed: float, capacity: float = 100 * 2**20) -> dict[str, Any]:
+    return {
+        "broker": broker,
+        "resource": "produce",
+        "entities": 10,
+        "committed": committed,
+        "capacity": capacity,
+        "oversubscription": committed / capacity,
+        "observed_peak": observed,
+        "observed_p99": observed,
+        "peak_utilisation": observed / capacity,
+        "status": "over-capacity" if observed > capacity else "oversubscribed" if committed > capacity else "ok",
+    }
+
+
+def test_the_headline_says_which_broker_the_quotas_oversubscribe_beside_no_broker_over_capacity() -> None:
+    report = report_with(overrides=3)
+    report["capacity"] = [capacity_row("b1", 2**20, 50 * 2**20), capacity_row("b2", 30 * 2**20, 170 * 2**20)]
+    page = render_html(report)
+    top = page[page.index("<h2>Recommendation</h2>") : page.index("<h2>Recommended quotas</h2>")]
+    assert "no broker over capacity" in top
+    assert "up to 1.70x on broker b2 produce" in top and "on 1 of 2 broker/resource pair(s)" in top
+    # The summary says the same in the same words.
+    assert "quotas add up to more than the capacity on 1 of 2 broker/resource pair(s) (up to 1.70x on broker b2" in (
+        summarised(report)
+    )
+
+
+def test_each_populations_outlier_fence_has_one_legend_entry_naming_it() -> None:
+    from kquota.advisor.report.plots import distribution_figure
+
+    report = report_with(overrides=3)
+    report["recommendations"].append(
+        dict(rec("client-id", None, None, "produce", 800.0 * 1024, default=True), entity="clients/<default>")
+    )
+    for i, e in enumerate(list(report["entities"])):
+        report["entities"].append(e | {"kind": "client-id", "user": None, "client_id": f"c{i}", "fence": 5e8})
+    fig = distribution_figure(report, "produce")
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert sorted(labels) == [
+        "default (client-id)",
+        "default (user)",
+        "outlier fence (client-id)",
+        "outlier fence (user)",
+    ]
+
+
+def test_the_parameters_show_the_capacity_in_human_units() -> None:
+    report = report_with(overrides=3)
+    report["parameters"] = {
+        "headroom": 0.2,
+        "min_byte_rate": 1024.0,
+        "capacity": {"produce": 100.0 * 2**20, "fetch": 200.0 * 2**20, "request": 800.0},
+    }
+    section = render_html(report).split("<h2>Input and parameters</h2>")[1]
+    assert "fetch 200 MiB/s (209715200 bytes/s); produce 100 MiB/s (104857600 bytes/s); request 800%" in section
+    assert "1 KiB/s (1024 bytes/s)" in section
+    assert "104857600.0" not in section and "2.097152e" not in section

@@ -3,7 +3,7 @@
 Credentials reach kquota only through Secrets and must not come back out
 anywhere a user or a log collector can read: the operator's log (debug level,
 tracebacks included), any kquota resource (status conditions, messages), any
-Event, or the ledger ConfigMaps. ``exposed`` gathers all of those as text;
+Event, the ledger ConfigMaps, or the operator's metrics (label values). ``exposed`` gathers all of those as text;
 ``found`` says which needle is in which of them.
 """
 
@@ -16,8 +16,13 @@ from harness.operator_proc import LEDGER_NAMESPACE, OperatorProcess
 
 
 def exposed(kube: KubeAPIServer, operator: OperatorProcess, ledger_namespace: str = LEDGER_NAMESPACE) -> dict[str, str]:
-    """Place -> its text: the operator's logs, every kquota resource, every Event, the ledger ConfigMaps."""
+    """Place -> its text: the operator's logs and metrics, every kquota resource, every Event, the ledger."""
+    try:
+        metrics = operator.metrics()
+    except OSError:  # a stopped operator has none
+        metrics = ""
     return {
+        "operator metrics": metrics,
         "operator log": operator.log(),
         # The category covers the quota kinds and KafkaClusters, status included.
         "kquota resources": kube.kubectl("get", "kquota", "-A", "-o", "json").stdout,

@@ -128,6 +128,9 @@ class Listener:
     bootstrap: str
     #: The certificate the brokers present, as the Kafka's status lists it (the cluster CA's by default).
     certificate: str | None = None
+    #: The listener's whole ``authentication`` (e.g. ``type: custom`` with ``sasl`` and ``listenerConfig``),
+    #: instead of ``{type: auth}``.
+    authentication: dict[str, Any] | None = None
 
 
 @dataclass
@@ -179,7 +182,9 @@ class StrimziKafka:
         listeners = []
         for i, lst in enumerate(self.listeners):
             item: dict[str, Any] = {"name": lst.name, "port": 9092 + i, "type": "internal", "tls": lst.tls}
-            if lst.auth is not None:
+            if lst.authentication is not None:
+                item["authentication"] = lst.authentication
+            elif lst.auth is not None:
                 item["authentication"] = {"type": lst.auth}
             if lst.certificate is not None:
                 item["configuration"] = {

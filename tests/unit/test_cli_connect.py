@@ -171,7 +171,10 @@ def test_a_jks_store_is_refused_with_the_conversion(tmp_path: Path) -> None:
     [
         pytest.param({}, None, "no brokers", id="no bootstrap anywhere"),
         pytest.param(
-            {"security.protocol": "SASL_PLAINTEXT"}, "k:1", "sasl.mechanism GSSAPI", id="Kafka's default GSSAPI"
+            {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-1"},
+            "k:1",
+            "sasl.mechanism SCRAM-SHA-1 is not supported",
+            id="a mechanism Kafka does not have",
         ),
         pytest.param(
             {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}, "k:1", "needs sasl.jaas.config", id="no JAAS"

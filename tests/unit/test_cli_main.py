@@ -76,7 +76,12 @@ def test_zsh_and_fish(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["completion", "fish"]) == 0
     fish = capsys.readouterr().out
     assert "complete -c kquota -n __fish_use_subcommand -a 'plan'" in fish
-    assert "complete -c kquota -n '__fish_seen_subcommand_from plan' -s o -l output -x -a 'text json'" in fish
+    assert "complete -c kquota -n '__fish_seen_subcommand_from explain' -s o -l output -x -a 'text json'" in fish
+    # plan's output also takes markdown (the pull-request comment), and --format is the same flag.
+    assert (
+        "complete -c kquota -n '__fish_seen_subcommand_from plan' -s o -l output -l format -x -a 'text json markdown'"
+        in fish
+    )
     assert "complete -c kquota -n '__fish_seen_subcommand_from validate' -s f -l filename -r -F" in fish
     assert "%(default)s" not in fish
 

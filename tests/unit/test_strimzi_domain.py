@@ -96,6 +96,36 @@ def test_a_listener_gives_its_address_tls_and_authentication() -> None:
     assert (plain.tls, plain.authentication) == (False, None)
 
 
+@pytest.mark.parametrize(
+    ("authentication", "oauthbearer"),
+    [
+        pytest.param({"type": "oauth", "validIssuerUri": "https://idp/realms/k"}, True, id="0.x type oauth"),
+        pytest.param(
+            {"type": "custom", "sasl": True, "listenerConfig": {"sasl.enabled.mechanisms": "oauthbearer,PLAIN"}},
+            True,
+            id="1.x type custom with OAUTHBEARER",
+        ),
+        pytest.param(
+            {"type": "custom", "sasl": True, "listenerConfig": {"sasl.enabled.mechanisms": "SCRAM-SHA-512"}},
+            False,
+            id="type custom with another mechanism",
+        ),
+        pytest.param(
+            {"type": "custom", "sasl": False, "listenerConfig": {"sasl.enabled.mechanisms": "OAUTHBEARER"}},
+            False,
+            id="type custom without SASL (mutual TLS by a custom principal builder)",
+        ),
+        pytest.param({"type": "scram-sha-512"}, False, id="scram"),
+    ],
+)
+def test_a_listener_says_whether_clients_bring_oauthbearer_tokens(
+    authentication: dict[str, Any], oauthbearer: bool
+) -> None:
+    body = kafka()
+    body["spec"]["kafka"]["listeners"][0]["authentication"] = authentication
+    assert listener(body, "plain").oauthbearer is oauthbearer
+
+
 def test_a_missing_listener_or_address_names_what_is_missing() -> None:
     with pytest.raises(StrimziError, match=r"no listener 'external'.*plain, tls, scram"):
         listener(kafka(), "external")

@@ -42,6 +42,15 @@ def test_the_advisor_job_runs_this_versions_image() -> None:
     assert container["image"] == f"ghcr.io/kquota/kquota-advisor:{__version__}"
 
 
+def test_spark_on_kubernetes_runs_this_versions_image_for_the_driver_and_the_executors() -> None:
+    docs = list(yaml.safe_load_all((ROOT / "deploy" / "advisor" / "spark-on-kubernetes.yaml").read_text()))
+    [job] = [d for d in docs if d["kind"] == "Job"]
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    image = f"ghcr.io/kquota/kquota-advisor:{__version__}"
+    assert container["image"] == image
+    assert f"--conf=spark.kubernetes.container.image={image}" in container["args"]
+
+
 def test_confluent_kafka_is_an_extra_not_a_runtime_dependency() -> None:
     requires = importlib.metadata.requires("kquota") or []
     confluent = [r for r in requires if r.startswith("confluent-kafka")]

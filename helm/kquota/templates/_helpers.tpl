@@ -85,6 +85,9 @@ kafka.extraSecrets. Names are sorted and unique, so the Roles are stable.
 {{- range .Values.kafka.clusters -}}
 {{- $security := (.spec | default dict).security | default dict -}}
 {{- with ($security.sasl | default dict).credentialsSecretRef }}{{ $refs = append $refs . }}{{ end -}}
+{{- with (($security.sasl | default dict).oauth | default dict).clientSecretRef }}{{ $refs = append $refs (dict "namespace" .namespace "name" .name) }}{{ end -}}
+{{- with (($security.sasl | default dict).oauth | default dict).caSecretRef }}{{ $refs = append $refs (dict "namespace" .namespace "name" .name) }}{{ end -}}
+{{- with (($security.sasl | default dict).kerberos | default dict).keytabSecretRef }}{{ $refs = append $refs (dict "namespace" .namespace "name" .name) }}{{ end -}}
 {{- with ($security.tls | default dict).caSecretRef }}{{ $refs = append $refs . }}{{ end -}}
 {{- with ($security.tls | default dict).clientCertSecretRef }}{{ $refs = append $refs . }}{{ end -}}
 {{- end -}}
@@ -93,11 +96,28 @@ kafka.extraSecrets. Names are sorted and unique, so the Roles are stable.
 {{- $kns := .kafka.namespace -}}
 {{- $refs = append $refs (dict "namespace" $kns "name" (printf "%s-cluster-ca-cert" .kafka.name)) -}}
 {{- with .kafkaUser }}{{ $refs = append $refs (dict "namespace" (.namespace | default $kns) "name" .name) }}{{ end -}}
+{{- with (.oauth | default dict).clientSecretRef }}{{ $refs = append $refs (dict "namespace" .namespace "name" .name) }}{{ end -}}
+{{- with (.oauth | default dict).caSecretRef }}{{ $refs = append $refs (dict "namespace" .namespace "name" .name) }}{{ end -}}
 {{- end -}}
 {{- range .Values.kafka.extraSecrets }}{{ $refs = append $refs . }}{{ end -}}
 {{- $byNs := dict -}}
 {{- range $refs -}}
 {{- $_ := set $byNs .namespace (append (get $byNs .namespace | default list) .name | uniq | sortAlpha) -}}
+{{- end -}}
+{{- toJson $byNs -}}
+{{- end -}}
+
+{{/*
+ConfigMaps the KafkaClusters' spec.security references (a GSSAPI cluster's krb5.conf), by namespace:
+{"<ns>": [names]}.
+*/}}
+{{- define "kquota.configMapsByNamespace" -}}
+{{- $byNs := dict -}}
+{{- range .Values.kafka.clusters -}}
+{{- $security := (.spec | default dict).security | default dict -}}
+{{- with (($security.sasl | default dict).kerberos | default dict).krb5ConfigMapRef -}}
+{{- $_ := set $byNs .namespace (append (get $byNs .namespace | default list) .name | uniq | sortAlpha) -}}
+{{- end -}}
 {{- end -}}
 {{- toJson $byNs -}}
 {{- end -}}

@@ -15,7 +15,7 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
-from kquota.advisor.commands import REMOVED_FLAGS, run_advise, run_collect
+from kquota.advisor.commands import REMOVED_FLAGS, run_advise, run_collect, run_executor
 from kquota.advisor.params import FORMATS, LEVELS, SKEW_POLICIES, Params
 from kquota.api.quantity import QuantityError, byte_rate
 
@@ -234,6 +234,15 @@ def add_subcommands(subparsers: Any) -> None:
     )
     collect.add_argument("--quiet", action="store_true")
     collect.set_defaults(func=run_collect)
+
+    # Spark's Kubernetes backend starts executor pods with the argument "executor" (see
+    # kquota.advisor.executor). Left out of --help and the completions: no help text.
+    executor = subparsers.add_parser(
+        "executor",
+        description="Run a Spark executor in a pod Spark's Kubernetes backend started from the advisor image "
+        "(--master k8s://...); settings come from the environment Spark sets. Not for direct use.",
+    )
+    executor.set_defaults(func=run_executor)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,7 +20,7 @@ REMOVED_FLAGS: Final = {
 }
 
 
-def _is_spark_failure(exc: BaseException) -> bool:
+def is_spark_failure(exc: BaseException) -> bool:
     """An error raised by Spark or its JVM (Py4J), as opposed to a bug in kquota's own Python."""
     kinds = {cls.__module__.split(".")[0] for cls in type(exc).__mro__}
     return bool(kinds & {"py4j", "pyspark"})
@@ -99,7 +99,7 @@ def run_advise(args: argparse.Namespace) -> int:
         print(f"kquota advise: {exc}", file=sys.stderr)
         return 1
     except Exception as exc:
-        if not _is_spark_failure(exc):
+        if not is_spark_failure(exc):
             raise
         # The JVM did not start (no Java, a bad --conf): Java's own error is above, on stderr.
         print(f"kquota advise: Spark did not start: {str(exc).strip()[:400]}", file=sys.stderr)
@@ -111,7 +111,7 @@ def run_advise(args: argparse.Namespace) -> int:
         return 2
     except Exception as exc:
         # A Spark/JVM failure becomes one readable message instead of a Py4J dump; kquota's own bugs still raise.
-        if not _is_spark_failure(exc):
+        if not is_spark_failure(exc):
             raise
         memory = spark.sparkContext.getConf().get("spark.driver.memory", "1g")
         print(f"kquota advise: {spark_failure_message(str(exc), memory)}", file=sys.stderr)
@@ -179,3 +179,15 @@ def run_collect(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def run_executor(args: argparse.Namespace) -> int:
+    """``kquota executor``: become the Spark executor this pod was started for (returns only on failure)."""
+    from kquota.advisor import executor  # noqa: PLC0415
+
+    try:
+        executor.run()
+    except executor.NotAnExecutorPod as exc:
+        print(f"kquota executor: {exc}", file=sys.stderr)
+        return 1
+    return 1  # pragma: no cover - run() replaces the process

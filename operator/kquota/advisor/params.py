@@ -64,6 +64,22 @@ class Params:
                 raise ValueError(f"capacity of {resource} must be a positive number, got {value}")
 
 
+#: The Python of the advisor image (Dockerfile.advisor), which Spark on Kubernetes runs executors from.
+ADVISOR_IMAGE_PYTHON: Final = "/opt/kquota/bin/python"
+
+
+def worker_python(master: str | None, executable: str) -> str:
+    """The Python that Spark's Python workers run, when ``PYSPARK_PYTHON`` does not say.
+
+    Workers run where the tasks run: in local mode (and on a standalone cluster of this
+    machine) this interpreter, which has kquota; on Kubernetes the executor pods of the
+    advisor image, whose Python is :data:`ADVISOR_IMAGE_PYTHON`, whatever the driver runs on.
+    The advisor's own pipelines start no Python worker; a DataFrame made from Python rows
+    (``plan --impact`` reading Prometheus) does.
+    """
+    return ADVISOR_IMAGE_PYTHON if master is not None and master.startswith("k8s://") else executable
+
+
 #: Share of the machine's memory a local-mode driver may take (it is the executors too), and its bounds.
 DRIVER_MEMORY_SHARE: Final = 0.5
 DRIVER_MEMORY_MIN_MIB: Final = 1024

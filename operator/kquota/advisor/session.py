@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 from pyspark.sql import SparkSession
 
-from kquota.advisor.params import local_driver_memory, local_memory_problem, total_memory
+from kquota.advisor.params import local_driver_memory, local_memory_problem, total_memory, worker_python
 
 
 class MemoryTooSmall(Exception):
@@ -39,8 +39,8 @@ def spark_session(
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    # Python workers must run this interpreter, which has kquota importable.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # Python workers must run an interpreter with kquota importable: this one, or the advisor image's.
+    os.environ.setdefault("PYSPARK_PYTHON", worker_python(master, sys.executable))
     builder = SparkSession.builder.appName(app_name)
     if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
         master = "local[*]"

@@ -19,7 +19,7 @@ from kquota.api.cel import Rule
 from kquota.api.cluster_metrics import Metrics
 from kquota.api.fields import DNS1123_LABEL, MAX_NAME_LENGTH, Namespace, ObjectName
 from kquota.api.resource import AGE_COLUMN, READY_COLUMN, CrdInfo, PrinterColumn, Resource
-from kquota.api.security import Security
+from kquota.api.security import OAuth, Security
 from kquota.api.status import KafkaClusterStatus
 from kquota.api.tenancy import Tenancy
 
@@ -94,13 +94,21 @@ class Strimzi(SpecModel):
     listener: Annotated[str, Field(min_length=1, max_length=63, pattern=DNS1123_LABEL)] = Field(
         description="Name of the Kafka's listener to connect through (spec.kafka.listeners[].name). Its "
         "tls and authentication decide the protocol: scram-sha-512 uses the KafkaUser's SCRAM Secret "
-        "(password, else sasl.jaas.config), tls its user.crt and user.key (else user.p12 with user.password)."
+        "(password, else sasl.jaas.config), tls its user.crt and user.key (else user.p12 with user.password), "
+        "oauth (or custom with OAUTHBEARER) the OAuth client in oauth."
     )
     kafka_user: StrimziUserRef | None = Field(
         None,
-        description="The KafkaUser kquota authenticates as (required when the listener has authentication). "
-        "Its Secret is status.secret (else the User Operator's secret prefix and the KafkaUser's name) in its "
-        "namespace.",
+        description="The KafkaUser kquota authenticates as (required when the listener has scram-sha-512 or tls "
+        "authentication). Its Secret is status.secret (else the User Operator's secret prefix and the KafkaUser's "
+        "name) in its namespace.",
+    )
+    oauth: OAuth | None = Field(
+        None,
+        description="The OAuth client kquota gets its tokens with, for a listener whose clients authenticate with "
+        "OAUTHBEARER: Strimzi 0.x's authentication type oauth, or type custom with sasl: true and OAUTHBEARER in "
+        "its listenerConfig's sasl.enabled.mechanisms (Strimzi 1.x). The token endpoint is your provider's "
+        "(Keycloak, ...), which Strimzi's objects do not name.",
     )
 
 

@@ -18,12 +18,15 @@ from kquota.cli.term import COLOR_CHOICES, Term, safe, wants_color
 from kquota.domain.entities import Entity
 from kquota.domain.plan import ResourceRef
 
-#: Exit codes (plan's follow Terraform's -detailed-exitcode: 0 nothing to do, 1 error, 2 changes; and 3 held).
+#: Exit codes (plan's follow Terraform's -detailed-exitcode: 0 nothing to do, 1 error, 2 changes; and
+#: 3 held, 4 throttles).
 OK: Final = 0
 ERROR: Final = 1
 CHANGES: Final = 2
 #: ``kquota plan``: removals the mass-removal guard will hold until the KafkaCluster approves them.
 HELD: Final = 3
+#: ``kquota plan --impact``: changes that throttle an entity more than the threshold allows.
+THROTTLES: Final = 4
 
 
 def paragraph(text: str) -> str:
@@ -31,11 +34,15 @@ def paragraph(text: str) -> str:
     return textwrap.fill(text, width=100)
 
 
-def add_output_args(parser: argparse.ArgumentParser, json_output: bool = True) -> None:
+def add_output_args(
+    parser: argparse.ArgumentParser, json_output: bool = True, formats: tuple[str, ...] = ("text", "json")
+) -> None:
     group = parser.add_argument_group("output")
     if json_output:
+        # --format is the same flag: `kquota plan --format markdown` reads as the pull-request step it is.
+        names = ("-o", "--output", "--format") if "markdown" in formats else ("-o", "--output")
         group.add_argument(
-            "-o", "--output", choices=("text", "json"), default="text", help="output format (default %(default)s)"
+            *names, dest="output", choices=formats, default="text", help="output format (default %(default)s)"
         )
     group.add_argument(
         "--color",

@@ -38,10 +38,13 @@ class Option:
 
 
 def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The subcommands offered to people: those with a help line (``kquota executor``, which Spark's executor
+    pods run, has none)."""
     # argparse keeps subparsers in a private action type; there is no public accessor.
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
-            return dict(action.choices)
+            offered = {choice.dest for choice in action._choices_actions}
+            return {name: sub for name, sub in action.choices.items() if name in offered}
     return {}
 
 

@@ -7,8 +7,10 @@ starts fast.
 
 Exit codes: 0 success, 1 error (usage errors too: argparse's usual 2 would
 read as "changes" to a CI step running ``kquota plan``), 2 from ``plan``
-when there are changes. A reader that closes the pipe early (``kquota plan |
-head``) changes none of them: the command stops writing, prints no
+when there are changes, 3 when it has removals the mass-removal guard will
+hold, 4 from ``plan --impact`` when a change throttles an entity more than
+``--throttle-threshold`` of the time. A reader that closes the pipe early
+(``kquota plan | head``) changes none of them: the command stops writing, prints no
 traceback, and exits as it would have.
 """
 
@@ -25,7 +27,8 @@ Kafka quotas as Kubernetes resources.
 
 commands for a desk and for CI:
   validate   check manifests offline, with the API server's messages
-  plan       what applying manifests would change on the brokers (exit 2 when something would)
+  plan       what applying manifests would change on the brokers (exit 2 when something would;
+             with --impact USAGE, who it throttles: exit 4 when it throttles an entity)
   explain    the effective quota of a client, key by key, and who set it
   export     every live quota as manifests: the migration from kafka-configs
 """

@@ -18,10 +18,16 @@ Resources without ``clusterRef`` target the operator's default cluster:
 neither, plan refuses rather than guess, since a wrong guess shows removals
 that will not happen.
 
+With ``--impact USAGE`` the changes are also run against usage history on
+Spark (:mod:`kquota.cli.impact`): which entities the new effective limits
+would throttle, and which a removal or a raise would free.
+
 Exit codes, for CI: 0 no change to the brokers, 2 changes (or, with
 ``--fail-on-conflict``, a conflict: two resources setting the same key, where
 only the older one takes effect), 3 removals the mass-removal guard will hold
-until the KafkaCluster approves them (the approval command is printed), 1 error
+until the KafkaCluster approves them (the approval command is printed), 4
+changes of which, by ``--impact``, one throttles an entity more than
+``--throttle-threshold`` of the time, 1 error
 (including a change the brokers reject under ``--broker-validate``).
 """
 
@@ -29,6 +35,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
+import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Final
@@ -38,6 +46,11 @@ from kquota.cli import common
 from kquota.cli.brokers import broker_validate, read_live
 from kquota.cli.claims import load_manifests, topics_of
 from kquota.cli.connect import add_connection_args, load_target
+from kquota.cli.impact import add_impact_args, exit_code, write_html
+from kquota.cli.impact import render_markdown as impact_markdown
+from kquota.cli.impact import render_text as render_impact_text
+from kquota.cli.impact import run_impact as impact_of
+from kquota.cli.impact import to_json as impact_json
 from kquota.cli.planning import CHANGING, Action, Report, make_report, shown_changes
 from kquota.cli.sources import Checked, bind_default_cluster, read_documents, validate_documents
 from kquota.cli.target import Target, TargetError
@@ -51,9 +64,11 @@ examples:
   kquota plan -f alice.yaml --bootstrap-server kafka:9092 --command-config admin.properties
   kquota plan -f quotas/ --cluster prod --broker-validate -o json
   kquota plan -f quotas/ --cluster prod --fail-on-conflict   # a resource that loses a key fails CI
+  kquota plan -f quotas/ --cluster prod --impact usage/ --format markdown   # who it throttles, for the PR
 
 exit codes: 0 no change to the brokers, 2 changes (with --fail-on-conflict: or a conflict),
-  3 removals the mass-removal guard will hold until approved (the approval command is printed), 1 error.
+  3 removals the mass-removal guard will hold until approved (the approval command is printed),
+  4 changes that throttle an entity (--impact; more than --throttle-threshold of the time), 1 error.
 """
 
 
@@ -136,6 +151,35 @@ def render_text(report: Report, t: Term) -> None:
         t.write(f"To let the held removals go: {report.approval}", "bold")
 
 
+#: What makes markup inside a markdown table cell (the advisor's impact table escapes the same).
+_MARKDOWN_SPECIAL: Final = re.compile(r"([\\`*_\[\]<>|~])")
+
+
+def _md(text: str) -> str:
+    """Text safe in a markdown table cell: control characters escaped, markup and the cell separator too."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", safe(text))
+
+
+def render_markdown(report: Report) -> str:
+    """The plan for a pull-request comment: the summary, then every row in a collapsed table."""
+    lines = [f"#### kquota plan for {_md(report.target)}", "", f"**{_md(summary(report))}**", ""]
+    if report.rows:
+        lines += [f"<details><summary>{len(report.rows)} row(s)</summary>", ""]
+        lines += ["| action | entity | key | live | desired | source |", "|---|---|---|---|---|---|"]
+        for r in report.rows:
+            key = r.key.value if r.key else "*"
+            source = str(r.source) if r.source else ""
+            if r.note:
+                source = f"{source} ({r.note})" if source else r.note
+            live = value_text(r.key, r.live) if r.key else "-"
+            desired = value_text(r.key, r.desired) if r.key else "-"
+            cells = [r.action.value, r.entity.path(), key, live, desired, source]
+            lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
+        lines += ["", "</details>", ""]
+    lines += [f"- {_md(n)}" for n in report.notes]
+    return "\n".join(lines).rstrip() + "\n"
+
+
 def to_json(report: Report) -> dict[str, Any]:
     return {
         "target": report.target,
@@ -211,7 +255,8 @@ def add_parser(sub: Any) -> None:
     )
     common.add_entity_filter(p)
     add_connection_args(p, "KafkaCluster to plan against; reads its ownership ledger and resources via kubeconfig")
-    common.add_output_args(p)
+    add_impact_args(p)
+    common.add_output_args(p, formats=("text", "json", "markdown"))
     p.set_defaults(func=run)
 
 
@@ -252,6 +297,8 @@ def cluster_manifests(args: argparse.Namespace) -> list[Checked]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.impact_report and not args.impact:
+        return common.error("--impact-report needs --impact USAGE")
     manifests = load_manifests(args)
     deleted = load_manifests(args, args.delete) if args.delete else []
     if manifests is None or deleted is None:
@@ -276,11 +323,33 @@ def run(args: argparse.Namespace) -> int:
         report.rejected = {
             r.entity.path(): f"{r.error_name}: {r.error_message or 'no message'}" for r in results if not r.ok
         }
+    impact = None
+    if args.impact and not report.changes:
+        # Nothing changes on the brokers: nobody's limit moves, and Spark need not start.
+        common.note("--impact: the plan changes nothing, so it throttles and frees nobody")
+    elif args.impact:
+        result = impact_of(args, live, report)
+        if isinstance(result, str):
+            return common.error(result)
+        impact = result
+        if args.impact_report:
+            write_html(impact, args.impact_report)
     if args.output == "json":
-        common.dump_json(to_json(report))
+        doc = to_json(report)
+        if impact is not None:
+            doc["impact"] = impact_json(impact)
+        common.dump_json(doc)
+    elif args.output == "markdown":
+        text = render_markdown(report)
+        if impact is not None:
+            text += "\n" + impact_markdown(impact)
+        sys.stdout.write(text)
     else:
-        render_text(report, common.term(args))
-    return report.exit_code()
+        t = common.term(args)
+        render_text(report, t)
+        if impact is not None:
+            render_impact_text(impact, t)
+    return exit_code(report.exit_code(), impact)
 
 
-__all__ = ["add_parser", "render_text", "run", "summary", "to_json"]
+__all__ = ["add_parser", "render_markdown", "render_text", "run", "summary", "to_json"]

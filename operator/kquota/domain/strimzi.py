@@ -71,6 +71,14 @@ class Listener:
     #: ``status.listeners[].certificates``: what the brokers present on a TLS listener (the cluster CA's
     #: certificate, or the listener's custom certificate), as PEM.
     certificates: tuple[str, ...] = ()
+    #: The SASL mechanisms of a ``type: oauth`` listener (OAUTHBEARER) or a ``type: custom`` one with
+    #: ``sasl: true`` (its listenerConfig's ``sasl.enabled.mechanisms``), upper case.
+    sasl_mechanisms: tuple[str, ...] = ()
+
+    @property
+    def oauthbearer(self) -> bool:
+        """Whether clients authenticate with OAUTHBEARER tokens (Strimzi 0.x ``type: oauth``, or ``custom``)."""
+        return "OAUTHBEARER" in self.sasl_mechanisms
 
 
 class StrimziError(ValueError):
@@ -97,12 +105,20 @@ def listener(kafka: Mapping[str, Any], name: str) -> Listener:
         raise StrimziError(f"{where} has no address for listener {name!r} in status.listeners yet (is it Ready?)")
     certificates = tuple(str(c) for c in (status or {}).get("certificates") or () if isinstance(c, str) and c.strip())
     auth = spec.get("authentication") or {}
+    mechanisms: tuple[str, ...] = ()
+    if auth.get("type") == "oauth":
+        mechanisms = ("OAUTHBEARER",)
+    elif auth.get("type") == "custom" and auth.get("sasl"):
+        config = auth.get("listenerConfig") or {}
+        enabled = config.get("sasl.enabled.mechanisms") if isinstance(config, Mapping) else None
+        mechanisms = tuple(m.strip().upper() for m in str(enabled or "").split(",") if m.strip())
     return Listener(
         name,
         bootstrap,
         bool(spec.get("tls")),
         str(auth["type"]) if auth.get("type") else None,
         certificates,
+        mechanisms,
     )
 
 

@@ -13,6 +13,14 @@ own thread and its ``run`` is safe to call concurrently.
 
 The SASL password is kept out of kafka-python's debug log of its configuration
 (``_Secret``) and out of exception messages (``diagnosis.unavailable``).
+
+OAUTHBEARER and AWS MSK IAM connections hold a token provider
+(:mod:`kquota.kafka.oauth`, :mod:`kquota.kafka.msk`) for as long as the
+connection lives: a token is made before the first broker is contacted (a
+failure there is ``KafkaLoginFailed``, naming its cause), and the provider
+keeps it fresh across reconnects and KIP-368 re-authentications. GSSAPI
+connections authenticate with the cluster's own keytab and credential cache
+(:mod:`kquota.kafka.kerberos`).
 """
 
 from __future__ import annotations
@@ -30,7 +38,8 @@ from kafka import KafkaAdminClient
 from kafka.net.compat import KafkaNetClient
 from kafka.net.selector import NetworkSelector
 
-from kquota.kafka import diagnosis
+from kquota.kafka import diagnosis, oauth
+from kquota.kafka.errors import KafkaLoginFailed
 from kquota.kafka.settings import ConnectionSettings, ssl_context
 
 log = logging.getLogger(__name__)
@@ -58,6 +67,13 @@ _RETRIABLE: Final[tuple[type[BaseException], ...]] = (
     kafka_errors.KafkaTimeoutError,
     kafka_errors.NotControllerError,
 )
+
+
+class KafkaLoginRefused(Exception):
+    """The brokers' refusal of an OAUTHBEARER token (their error challenge), as diagnosis reports refusals."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class _BootstrapFailed(Exception):
@@ -106,6 +122,8 @@ class _AdminClient(KafkaAdminClient):  # type: ignore[misc]  # kafka-python is u
             super().__init__(kafka_client=_net_client(io_name), **configs)
         except Exception as exc:
             self._stop_io()
+            if spy.login_failure is not None:
+                raise spy.login_failure from None
             raise _BootstrapFailed(exc, spy.failure, spy.tls_failure) from exc
         except BaseException:
             self._stop_io()
@@ -135,21 +153,66 @@ class Connection:
         self.settings = settings
         self._lock = threading.Lock()
         self._client: _AdminClient | None = None
+        #: The OAUTHBEARER token provider (OAuth or MSK IAM), made on first connect and kept until close.
+        self._tokens: oauth.TokenProvider | None = None
 
     @property
     def principal(self) -> str:
         """The principal the brokers see, as ACLs name it (as far as kquota can tell)."""
-        return diagnosis.principal(self.settings)
+        token = self._tokens.current if self._tokens is not None else None
+        return diagnosis.principal(self.settings, token.claims.get("sub") if token is not None else None)
+
+    @property
+    def tokens(self) -> oauth.TokenProvider | None:
+        """The token provider of an OAUTHBEARER or MSK IAM connection (None before the first connect)."""
+        return self._tokens
 
     def close(self) -> None:
         with self._lock:
             client, self._client = self._client, None
+            tokens, self._tokens = self._tokens, None
         if client is not None:
             client.close()
+        if tokens is not None:
+            tokens.close()
+
+    def _token_provider(self) -> oauth.TokenProvider:
+        if self._tokens is None:
+            s = self.settings
+            if s.msk_iam is not None:
+                from kquota.kafka import msk  # noqa: PLC0415 - the AWS libraries only for clusters that use them
+
+                self._tokens = msk.provider_for(s.msk_iam, s.bootstrap_servers)
+            elif s.oauth is not None:
+                self._tokens = oauth.provider_for(s.oauth, s.bootstrap_servers)
+            else:
+                raise KafkaLoginFailed(f"SASL {s.sasl_mechanism} needs its settings (oauth or awsMskIam)")
+        return self._tokens
+
+    def _presented(self) -> str | None:
+        """What kquota authenticated with, for a refusal's message: the token's public claims."""
+        token = self._tokens.current if self._tokens is not None else None
+        return token.described(time.time()) if token is not None else None
+
+    def _unavailable(
+        self, what: str, exc: BaseException, auth: Exception | None, tls: BaseException | None = None
+    ) -> Exception:
+        # Once no valid token is left, the token endpoint's failure is the cause, whatever the brokers said.
+        tokens = self._tokens
+        if tokens is not None and not tokens.usable() and tokens.failure is not None:
+            return tokens.failure
+        if tokens is not None and auth is None and tokens.refusal is not None:
+            # The brokers answer a refused token with an error challenge, then close the connection.
+            auth = KafkaLoginRefused(f"the token was refused: {tokens.refusal}")
+        return diagnosis.unavailable(self.settings, what, exc, auth, tls, presented=self._presented())
 
     def connect(self) -> _AdminClient:
         with self._lock:
             if self._client is not None:
+                if self._tokens is not None and not self._tokens.usable():
+                    # The brokers close a session whose token expired: without a new token every request would
+                    # wait out its timeout. A fetch now, or its failure (the cause) at once.
+                    self._tokens.ensure()
                 return self._client
             s = self.settings
             configs: dict[str, Any] = {
@@ -160,19 +223,27 @@ class Connection:
                 "bootstrap_timeout_ms": s.connect_timeout_ms,
             }
             if s.sasl_mechanism:
-                configs["sasl_mechanism"] = s.sasl_mechanism
-                configs["sasl_plain_username"] = s.sasl_username
-                configs["sasl_plain_password"] = None if s.sasl_password is None else _Secret(s.sasl_password)
+                configs["sasl_mechanism"] = s.wire_mechanism
+                if s.wire_mechanism == "OAUTHBEARER":
+                    tokens = self._token_provider()
+                    tokens.ensure()  # KafkaLoginFailed, naming the cause, before any broker is asked
+                    configs["sasl_oauth_token_provider"] = tokens
+                elif s.kerberos is not None:
+                    from kquota.kafka import kerberos  # noqa: PLC0415 - gssapi only for clusters that use it
+
+                    configs["sasl_kerberos_name"] = kerberos.target(s.kerberos)
+                    configs["sasl_kerberos_service_name"] = s.kerberos.service_name
+                else:
+                    configs["sasl_plain_username"] = s.sasl_username
+                    configs["sasl_plain_password"] = None if s.sasl_password is None else _Secret(s.sasl_password)
             try:
                 if s.security_protocol.endswith("SSL"):
                     configs["ssl_context"] = ssl_context(s)
                 self._client = _AdminClient(**configs)
             except _BootstrapFailed as failed:
-                raise diagnosis.unavailable(
-                    self.settings, "cannot connect to Kafka", failed.cause, failed.auth, failed.tls
-                ) from None
+                raise self._unavailable("cannot connect to Kafka", failed.cause, failed.auth, failed.tls) from None
             except (kafka_errors.KafkaError, OSError, ValueError) as exc:  # e.g. an unreadable CA file
-                raise diagnosis.unavailable(self.settings, "cannot connect to Kafka", exc, None) from None
+                raise self._unavailable("cannot connect to Kafka", exc, None) from None
             return self._client
 
     def send(self, request: Any, what: str, node_id: int | None = None) -> Any:
@@ -184,14 +255,14 @@ class Connection:
             except _RETRIABLE as exc:
                 if time.monotonic() >= deadline:
                     self.drop(client)
-                    raise diagnosis.unavailable(self.settings, f"{what} failed", exc, None) from None
+                    raise self._unavailable(f"{what} failed", exc, None) from None
                 log.debug("%s failed (%s); retrying", what, type(exc).__name__)
                 time.sleep(0.2)
             except kafka_errors.KafkaError as exc:
                 self.drop(client)
                 # A reconnect after a credential rotation fails here rather than in bootstrap.
                 auth = exc if isinstance(exc, kafka_errors.SaslAuthenticationFailedError) else None
-                raise diagnosis.unavailable(self.settings, f"{what} failed", exc, auth) from None
+                raise self._unavailable(f"{what} failed", exc, auth) from None
 
     def drop(self, client: _AdminClient) -> None:
         # A fresh client bootstraps again, which is what a moved cluster needs.
@@ -208,4 +279,4 @@ class Connection:
             return call(client)
         except kafka_errors.KafkaError as exc:
             self.drop(client)
-            raise diagnosis.unavailable(self.settings, f"{what} failed", exc, None) from None
+            raise self._unavailable(f"{what} failed", exc, None) from None

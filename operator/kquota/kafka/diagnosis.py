@@ -4,7 +4,11 @@ kafka-python reports most connection failures as "Unable to bootstrap" or a
 bare connection error. This module turns them into ``KafkaTlsFailed`` (with
 OpenSSL's reason and what to check), ``KafkaAuthenticationFailed`` (a SASL
 refusal, which kafka-python only logs) or plain ``KafkaUnavailable``, and makes
-sure no message carries the SASL password.
+sure no message carries the SASL password, the OAuth client secret or a token.
+A refusal names who kquota authenticated as (``identity``): the SASL user, the
+OAuth client and its token endpoint with the token's public claims (issuer,
+audience, subject, expiry: what a broker's validator checks), the Kerberos
+principal, or the MSK IAM signer.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Final, TypeGuard
 
 import kafka.errors as kafka_errors
 
-from kquota.kafka.errors import KafkaAuthenticationFailed, KafkaTlsFailed, KafkaUnavailable
+from kquota.kafka.errors import KafkaAuthenticationFailed, KafkaLoginFailed, KafkaTlsFailed, KafkaUnavailable
 from kquota.kafka.settings import ConnectionSettings
 
 
@@ -65,23 +69,47 @@ class AuthFailureSpy(logging.Filter):
         self.failure: Exception | None = None
         #: The same for a failed TLS handshake (a certificate not verified, a bad key).
         self.tls_failure: BaseException | None = None
+        #: The same for a token or ticket kquota could not get (raised by the token provider in the I/O thread).
+        self.login_failure: KafkaLoginFailed | None = None
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.threadName == self._io_thread and isinstance(record.args, tuple):
             for arg in record.args:
                 if isinstance(arg, kafka_errors.SaslAuthenticationFailedError):
                     self.failure = arg
+                elif isinstance(arg, KafkaLoginFailed):
+                    self.login_failure = arg
                 elif is_tls_failure(arg):
                     self.tls_failure = arg
         return True
 
 
 def scrub(settings: ConnectionSettings, message: str) -> str:
-    """``message`` without the SASL password."""
-    # Belt and braces: no kafka-python message is known to carry the
-    # password, but one from a future version must not leak it either.
-    password = settings.sasl_password
-    return message.replace(password, "********") if password else message
+    """``message`` without the SASL password or the OAuth client secret."""
+    # Belt and braces: no kafka-python message is known to carry either,
+    # but one from a future version must not leak them.
+    for secret in (settings.sasl_password, settings.oauth.client_secret if settings.oauth else None):
+        if secret:
+            message = message.replace(secret, "********")
+    return message
+
+
+def identity(settings: ConnectionSettings) -> str:
+    """Who kquota authenticates as, for a message: ``'alice' (SCRAM-SHA-512)``, ``OAuth client 'kquota' ...``."""
+    s = settings
+    if s.oauth is not None:
+        return f"OAuth client {s.oauth.client_id!r} (OAUTHBEARER, token from {s.oauth.token_endpoint_url})"
+    if s.kerberos is not None:
+        who = f"Kerberos principal {s.kerberos.principal!r}" if s.kerberos.principal else "the cached Kerberos ticket"
+        return f"{who} (GSSAPI, service {s.kerberos.service_name!r})"
+    if s.msk_iam is not None:
+        how = (
+            f"role {s.msk_iam.role_arn}"
+            if s.msk_iam.role_arn
+            else (f"profile {s.msk_iam.profile!r}" if s.msk_iam.profile else "the default AWS credentials chain")
+        )
+        return f"MSK IAM ({s.msk_iam.region}, {how}; sent as OAUTHBEARER)"
+    return f"{s.sasl_username!r} ({s.sasl_mechanism})"
 
 
 def unavailable(
@@ -90,8 +118,12 @@ def unavailable(
     exc: BaseException,
     auth: Exception | None,
     tls: BaseException | None = None,
+    presented: str | None = None,
 ) -> KafkaUnavailable:
-    """The exception to raise for ``exc``: a TLS failure, refused credentials, or the brokers unreachable."""
+    """The exception to raise for ``exc``: a TLS failure, refused credentials, or the brokers unreachable.
+
+    ``presented`` describes the token sent (its public claims), for a refusal.
+    """
     s = settings
     if tls is None and is_tls_failure(exc):
         tls = exc
@@ -105,12 +137,14 @@ def unavailable(
             )
         )
     if auth is not None:
-        return KafkaAuthenticationFailed(
-            scrub(
-                s,
-                f"{what}: authentication as {s.sasl_username!r} ({s.sasl_mechanism}) refused "
-                f"by {s.bootstrap_servers}: {auth}",
+        token = ""
+        if presented is not None:
+            token = (
+                f"; the token sent: {presented} (check it against the brokers' sasl.oauthbearer.expected.audience, "
+                "expected.issuer and JWKS)"
             )
+        return KafkaAuthenticationFailed(
+            scrub(s, f"{what}: authentication as {identity(s)} refused by {s.bootstrap_servers}: {auth}{token}")
         )
     detail = str(exc)
     if not detail.startswith(type(exc).__name__):
@@ -119,18 +153,30 @@ def unavailable(
     if s.sasl_mechanism and what.startswith("cannot connect"):
         # kafka-python does not always surface a SASL refusal as such (the
         # broker closes the socket): say what the likely causes are.
-        hint = (
-            f"; if the brokers are up, check the {s.sasl_mechanism} credentials of user "
-            f"{s.sasl_username!r} (possibly refused authentication)"
-        )
+        hint = f"; if the brokers are up, check the credentials of {identity(s)} (possibly refused authentication)"
     return KafkaUnavailable(scrub(s, f"{what}: {s.bootstrap_servers} ({s.security_protocol}): {detail}{hint}"))
 
 
-def principal(settings: ConnectionSettings) -> str:
-    """The principal the brokers see, as ACLs name it (as far as kquota can tell)."""
+def principal(settings: ConnectionSettings, token_subject: object = None) -> str:
+    """The principal the brokers see, as ACLs name it (as far as kquota can tell).
+
+    ``token_subject`` is the OAUTHBEARER token's ``sub`` claim, what Kafka's
+    validator names the principal by default (sasl.oauthbearer.sub.claim.name).
+    """
     s = settings
     if s.sasl_mechanism and s.sasl_username:
         return f"User:{s.sasl_username}"
+    if s.oauth is not None:
+        return f"User:{token_subject}" if isinstance(token_subject, str) else "User:<the token's sub claim>"
+    if s.kerberos is not None and s.kerberos.principal:
+        return f"User:{kerberos_short_name(s.kerberos.principal)}"
+    if s.msk_iam is not None:
+        return "User:<the IAM identity's ARN>"
     if s.security_protocol.upper() == "SSL" and s.ssl_certfile:
         return "User:<the subject of kquota's TLS certificate>"
     return "User:ANONYMOUS"
+
+
+def kerberos_short_name(principal: str) -> str:
+    """A Kerberos principal as Kafka's DEFAULT principal.to.local rule names it: its primary."""
+    return principal.split("@", 1)[0].split("/", 1)[0]

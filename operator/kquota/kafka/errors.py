@@ -1,8 +1,8 @@
 """What the Kafka adapter raises, and the per-entity verdict an alter returns.
 
 Callers above the adapter catch these and nothing from kafka-python: an
-unreachable cluster is ``KafkaUnavailable`` (with ``KafkaAuthenticationFailed``
-and ``KafkaTlsFailed`` as the precise kinds), a request the brokers refuse is
+unreachable cluster is ``KafkaUnavailable`` (with ``KafkaAuthenticationFailed``,
+``KafkaTlsFailed`` and ``KafkaLoginFailed`` as the precise kinds), a request the brokers refuse is
 ``QuotaRequestError``, and a refusal for lack of an ACL is ``KafkaNotAuthorized``
 naming the operation and resource to grant (docs/install.md#acls lists them).
 """
@@ -57,6 +57,15 @@ class KafkaAuthenticationFailed(KafkaUnavailable):
 
 class KafkaTlsFailed(KafkaUnavailable):
     """TLS with the brokers failed: a certificate kquota or the brokers could not verify, or a bad key."""
+
+
+class KafkaLoginFailed(KafkaUnavailable):
+    """kquota could not obtain what it authenticates with (Kafka's "login"), before any broker was asked.
+
+    An OAuth token the provider did not give (endpoint unreachable, client refused),
+    a Kerberos ticket the KDC did not give (wrong keytab, KDC unreachable), an MSK IAM
+    token AWS's signer could not make. The message names the cause, never a secret.
+    """
 
 
 class QuotaRequestError(Exception):

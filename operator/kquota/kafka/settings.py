@@ -1,14 +1,21 @@
-"""How to reach the brokers: connection settings and TLS material as files.
+"""How to reach the brokers: connection settings, and TLS and Kerberos material as files.
 
 Credentials never leave ``ConnectionSettings``: they are kept out of reprs (and
 out of kafka-python's debug log and exception messages, see connection.py and
 diagnosis.py). TLS files (CA, client certificate and key) are passed to
-kafka-python as paths, because it and Python's ``ssl`` read only files.
+kafka-python as paths, because it and Python's ``ssl`` read only files; so are
+a Kerberos keytab and krb5.conf, which the Kerberos library reads only from files.
 
-``tls_file`` writes TLS material from Secrets to such files: mode 0600, in a
-directory of this process's own (``mkdtemp``, mode 0700) so nobody can plant or
-read them, one file per content, the previous one of the same cluster removed
-when a Secret changes, and the directory removed at exit.
+SASL mechanisms beyond a username and password carry their own settings:
+``OAuthSettings`` (OAUTHBEARER with a client-credentials grant),
+``KerberosSettings`` (GSSAPI) and ``MskIamSettings`` (AWS MSK IAM); they are
+plain values, so a changed Secret makes different settings and a new connection.
+
+``tls_file`` (text) and ``private_file`` (bytes) write material from Secrets to
+such files: mode 0600, in a directory of this process's own (``mkdtemp``, mode
+0700) so nobody can plant or read them, one file per content, the previous one
+of the same cluster and kind removed when a Secret changes, and the directory
+removed at exit.
 """
 
 from __future__ import annotations
@@ -21,6 +28,46 @@ import shutil
 import ssl
 import tempfile
 from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class OAuthSettings:
+    """An OAuth 2 client-credentials grant (Kafka's ``sasl.oauthbearer.*``). ``client_secret`` is never printed."""
+
+    token_endpoint_url: str
+    client_id: str
+    client_secret: str = field(repr=False)
+    scope: str | None = None
+    audience: str | None = None
+    #: SASL extensions sent with the token, as (name, value) pairs.
+    extensions: tuple[tuple[str, str], ...] = ()
+    #: A PEM file of the CAs the token endpoint's certificate is checked with (None: the system's).
+    ca_file: str | None = None
+
+
+@dataclass(frozen=True)
+class KerberosSettings:
+    """A Kerberos client (GSSAPI): principal, keytab file, krb5.conf file and the brokers' service name.
+
+    Without a keytab, the ticket ``kinit`` left in the default credential cache
+    (``KRB5CCNAME``) is used, as Java's ``useTicketCache=true`` (the CLI only).
+    """
+
+    principal: str | None
+    keytab_file: str | None
+    #: A krb5.conf file of this cluster's (None: the process's, /etc/krb5.conf or $KRB5_CONFIG).
+    krb5_conf_file: str | None = None
+    service_name: str = "kafka"
+
+
+@dataclass(frozen=True)
+class MskIamSettings:
+    """Amazon MSK IAM: the region a token is signed for, and whose credentials sign it."""
+
+    region: str
+    role_arn: str | None = None
+    role_session_name: str | None = None
+    profile: str | None = None
 
 
 @dataclass(frozen=True)
@@ -40,6 +87,17 @@ class ConnectionSettings:
     #: reported once this runs out: kafka-python keeps retrying the bootstrap.
     connect_timeout_ms: int = 10_000
     client_id: str = "kquota"
+    #: OAUTHBEARER's token endpoint and client (sasl_mechanism OAUTHBEARER).
+    oauth: OAuthSettings | None = None
+    #: GSSAPI's principal and keytab (sasl_mechanism GSSAPI).
+    kerberos: KerberosSettings | None = None
+    #: MSK IAM's signer (sasl_mechanism AWS_MSK_IAM, sent as OAUTHBEARER).
+    msk_iam: MskIamSettings | None = None
+
+    @property
+    def wire_mechanism(self) -> str | None:
+        """The SASL mechanism the brokers are asked for (MSK IAM tokens go as OAUTHBEARER)."""
+        return "OAUTHBEARER" if self.sasl_mechanism == "AWS_MSK_IAM" else self.sasl_mechanism
 
 
 #: The process's private directory for TLS files (created on first use).
@@ -60,22 +118,32 @@ def _tls_dir() -> str:
 
 def tls_file(pem: str, cluster: str, kind: str) -> str:
     """A private file holding ``pem``; the same path for the same content, so the connection is reused."""
+    return private_file(pem.encode(), cluster, kind, ".pem")
+
+
+def private_file(content: bytes, cluster: str, kind: str, suffix: str) -> str:
+    """A private file holding ``content`` (a keytab, a krb5.conf, PEM); the same path for the same content."""
     directory = _tls_dir()
-    digest = hashlib.sha256(pem.encode()).hexdigest()[:16]
+    digest = hashlib.sha256(content).hexdigest()[:16]
     # Fixed length: with raw names, cluster "a"'s "a-ca-*" would match cluster "a-ca"'s files.
     slug = hashlib.sha256(cluster.encode()).hexdigest()[:12]
-    path = os.path.join(directory, f"{slug}-{kind}-{digest}.pem")
+    path = os.path.join(directory, f"{slug}-{kind}-{digest}{suffix}")
     if not os.path.exists(path):
         fd, tmp = tempfile.mkstemp(prefix=f".{kind}-", suffix=".tmp", dir=directory)  # mode 0600
-        with os.fdopen(fd, "w") as fh:
-            fh.write(pem)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(content)
         os.replace(tmp, path)
         # A rotated Secret's old key must not linger. The connection that used it
         # is replaced on this same pass, since its settings now differ.
-        for old in glob.glob(os.path.join(directory, f"{slug}-{kind}-*.pem")):
+        for old in glob.glob(os.path.join(directory, f"{slug}-{kind}-*{suffix}")):
             if old != path:
                 os.unlink(old)
     return path
+
+
+def private_dir() -> str:
+    """The process's private directory (mode 0700, removed at exit), for files a library writes (a ccache)."""
+    return _tls_dir()
 
 
 def ssl_context(settings: ConnectionSettings) -> ssl.SSLContext:

@@ -7,7 +7,11 @@ settings only, which never print them. It runs on every reconcile pass, so a
 changed Secret takes effect on the next pass without touching the KafkaCluster.
 
 TLS material from Secrets (CA, client certificate and key) becomes files
-through ``kquota.kafka.settings.tls_file``.
+through ``kquota.kafka.settings.tls_file``; so do a Kerberos keytab (binary) and
+krb5.conf (``private_file``). The SASL mechanism's section decides what is read:
+``credentialsSecretRef`` (PLAIN, SCRAM), ``oauth`` (its client secret, and the
+CA of its token endpoint), ``kerberos`` (keytab, krb5.conf ConfigMap) or
+``awsMskIam`` (nothing: the AWS credentials come from the pod).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from kquota.api.security import (
     DEFAULT_USER_PASSWORD_KEY,
     CaSecretRef,
     ClientCertSecretRef,
+    Sasl,
 )
 from kquota.domain.plan import Protection, UnmanagedPolicy
 from kquota.domain.strimzi import StrimziOwnership
@@ -36,7 +41,14 @@ from kquota.k8s.api import Kube, SecretData, SecretNotFound
 from kquota.kafka.jaas import JaasError, jaas_options
 from kquota.kafka.keystores import KeystoreError, bundle, pem_certificates, pkcs12_store
 from kquota.kafka.principal import CertificateError, subject_principal
-from kquota.kafka.settings import ConnectionSettings, tls_file
+from kquota.kafka.settings import (
+    ConnectionSettings,
+    KerberosSettings,
+    MskIamSettings,
+    OAuthSettings,
+    private_file,
+    tls_file,
+)
 from kquota.metrics.names import MetricNames
 from kquota.reconcile.records import ClusterConfig, MetricsConfig
 from kquota.reconcile.settings import OperatorSettings
@@ -111,6 +123,56 @@ async def client_certificate(ref: ClientCertSecretRef, kube: Kube) -> tuple[str,
     return "".join(store.certificates), store.key
 
 
+async def sasl_settings(sasl: Sasl, kube: Kube, cluster: str) -> dict[str, Any]:
+    """The connection settings a ``spec.security.sasl`` section makes, its Secrets and ConfigMap read."""
+    conn: dict[str, Any] = {"sasl_mechanism": sasl.mechanism}
+    if sasl.credentials_secret_ref is not None:
+        ref = sasl.credentials_secret_ref
+        data = await kube.secret(ref.namespace, ref.name)
+        conn["sasl_username"], conn["sasl_password"] = sasl_credentials(data, ref.username_key, ref.password_key)
+    if sasl.oauth is not None:
+        oauth = sasl.oauth
+        secret = await kube.secret(oauth.client_secret_ref.namespace, oauth.client_secret_ref.name)
+        client_secret = secret.text(oauth.client_secret_ref.key).strip()
+        if not client_secret:
+            raise SecretNotFound(f"{secret.where} key {oauth.client_secret_ref.key!r} is empty")
+        ca_file = None
+        if oauth.ca_secret_ref is not None:
+            ca_file = tls_file(await trusted_certificates(oauth.ca_secret_ref, kube), cluster, "oauth-ca")
+        conn["oauth"] = OAuthSettings(
+            token_endpoint_url=oauth.token_endpoint_url,
+            client_id=oauth.client_id,
+            client_secret=client_secret,
+            scope=oauth.scope,
+            audience=oauth.audience,
+            extensions=tuple((e.name, e.value) for e in oauth.extensions or ()),
+            ca_file=ca_file,
+        )
+    if sasl.kerberos is not None:
+        krb = sasl.kerberos
+        keytab = await kube.secret(krb.keytab_secret_ref.namespace, krb.keytab_secret_ref.name)
+        content = keytab.binary(krb.keytab_secret_ref.key)
+        if not content:
+            raise SecretNotFound(f"{keytab.where} key {krb.keytab_secret_ref.key!r} is empty")
+        krb5_conf = None
+        if krb.krb5_config_map_ref is not None:
+            cm = krb.krb5_config_map_ref
+            text = await kube.config_map_value(cm.namespace, cm.name, cm.key)
+            krb5_conf = private_file(text.encode(), cluster, "krb5", ".conf")
+        conn["kerberos"] = KerberosSettings(
+            principal=krb.principal,
+            keytab_file=private_file(content, cluster, "keytab", ".keytab"),
+            krb5_conf_file=krb5_conf,
+            service_name=krb.service_name,
+        )
+    if sasl.aws_msk_iam is not None:
+        msk = sasl.aws_msk_iam
+        conn["msk_iam"] = MskIamSettings(
+            region=msk.region, role_arn=msk.role_arn, role_session_name=msk.role_session_name, profile=msk.profile
+        )
+    return conn
+
+
 async def cluster_config(body: Mapping[str, Any], kube: Kube, settings: OperatorSettings) -> ClusterConfig | None:
     """Resolve a KafkaCluster; raises SecretNotFound when a referenced Secret is unreadable."""
     try:
@@ -132,16 +194,15 @@ async def cluster_config(body: Mapping[str, Any], kube: Kube, settings: Operator
             cert = strimzi.cert_pem
             conn["ssl_certfile"] = tls_file(strimzi.cert_pem, name, "cert")
             conn["ssl_keyfile"] = tls_file(strimzi.key_pem, name, "key")
+        if conn.get("sasl_mechanism") == "OAUTHBEARER" and spec.strimzi.oauth is not None:
+            conn |= await sasl_settings(Sasl(mechanism="OAUTHBEARER", oauth=spec.strimzi.oauth), kube, name)
     else:
         conn = {
             "bootstrap_servers": spec.bootstrap_servers,
             "security_protocol": security.protocol if security else "PLAINTEXT",
         }
     if strimzi is None and security and security.sasl:
-        ref = security.sasl.credentials_secret_ref
-        conn["sasl_mechanism"] = security.sasl.mechanism
-        data = await kube.secret(ref.namespace, ref.name)
-        conn["sasl_username"], conn["sasl_password"] = sasl_credentials(data, ref.username_key, ref.password_key)
+        conn |= await sasl_settings(security.sasl, kube, name)
     if strimzi is None and security and security.tls:
         conn["ssl_cafile"] = tls_file(await trusted_certificates(security.tls.ca_secret_ref, kube), name, "ca")
         client = security.tls.client_cert_secret_ref
@@ -154,6 +215,13 @@ async def cluster_config(body: Mapping[str, Any], kube: Kube, settings: Operator
     own: set[str] = set()
     if conn.get("sasl_username"):
         own.add(conn["sasl_username"])
+    elif conn.get("oauth") is not None:
+        # Kafka names an OAUTHBEARER client by the token's sub claim, which many providers set to the
+        # client id (Keycloak's service accounts do not: protect that one with spec.protectedUsers).
+        own.add(conn["oauth"].client_id)
+    elif conn.get("kerberos") is not None and conn["kerberos"].principal:
+        # The DEFAULT sasl.kerberos.principal.to.local rule: the principal's primary.
+        own.add(conn["kerberos"].principal.split("@", 1)[0].split("/", 1)[0])
     elif cert is not None:
         try:
             own.add(subject_principal(cert))

@@ -196,6 +196,16 @@ async def resolve(ref: Strimzi, kube: Kube) -> StrimziTarget:
     if lst.tls:
         ca = await _trust(kube, ns, ref.kafka.name, lst.certificates)
     auth = lst.authentication
+    if lst.oauthbearer:
+        # The client is the provider's, not a KafkaUser's: cluster_config adds spec.strimzi.oauth.
+        if ref.oauth is None:
+            raise SecretNotFound(
+                f"listener {lst.name!r} of Kafka {ns}/{ref.kafka.name} authenticates clients with OAUTHBEARER "
+                f"({auth}): set spec.strimzi.oauth (the token endpoint and kquota's client)"
+            )
+        conn["security_protocol"] = "SASL_SSL" if lst.tls else "SASL_PLAINTEXT"
+        conn["sasl_mechanism"] = "OAUTHBEARER"
+        return StrimziTarget(conn, ca, cert, key, ownership(kafka, users, view))
     if auth is not None and ref.kafka_user is None:
         raise SecretNotFound(
             f"listener {lst.name!r} of Kafka {ns}/{ref.kafka.name} needs {auth} authentication: set "
@@ -232,6 +242,7 @@ async def resolve(ref: Strimzi, kube: Kube) -> StrimziTarget:
             cert, key = _client_certificate(data)
         else:
             raise SecretNotFound(
-                f"listener {lst.name!r} uses {auth} authentication; kquota connects with scram-sha-512 or tls"
+                f"listener {lst.name!r} uses {auth} authentication; kquota connects with scram-sha-512, tls or "
+                "OAUTHBEARER (type oauth, or custom with OAUTHBEARER)"
             )
     return StrimziTarget(conn, ca, cert, key, ownership(kafka, users, view))

@@ -10,7 +10,11 @@ from typing import Any, Final
 
 from kquota.advisor.manifests import QUOTA_FIELDS
 from kquota.advisor.report.data import clean_floats
+from kquota.advisor.report.impact import COLUMNS as IMPACT_COLUMNS
+from kquota.advisor.report.impact import Impact, cells
+from kquota.advisor.report.impact import summary as impact_summary
 from kquota.advisor.report.plots import plot_capacity, plot_distribution, plot_topics, plot_usage_vs_quota
+from kquota.advisor.report.summary import committed_line
 from kquota.advisor.units import human_value
 
 
@@ -95,6 +99,10 @@ def _headline(report: Mapping[str, Any]) -> str:
         items.append("<li>capacity not checked (no <code>--broker-capacity</code>)</li>")
     elif not over:
         items.append("<li>no broker over capacity</li>")
+    committed = committed_line(report["capacity"])
+    if committed:
+        # Beside "no broker over capacity": quotas that oversubscribe a broker are part of the decision.
+        items.append(f"<li class='warn'>{html.escape(committed[0].upper() + committed[1:])}</li>")
     return "<div class='headline'><h2>Recommendation</h2><ul>" + "".join(items) + "</ul></div>"
 
 
@@ -142,6 +150,34 @@ def _changes_section(changes: Mapping[str, Any]) -> str:
             + "</p>"
         )
     return "".join(parts)
+
+
+#: Parameters that are byte rates (bytes/s): shown in KiB/s, MiB/s ... with the exact figure beside.
+_BYTE_PARAMETERS: Final = frozenset({"min_byte_rate"})
+
+
+def _parameter_text(name: str, value: Any) -> str:
+    if name == "capacity" and isinstance(value, Mapping):
+        if not value:
+            return "not given (no capacity check)"
+        return "; ".join(f"{r} {_exact_rate(r, v)}" for r, v in sorted(value.items()))
+    if name in _BYTE_PARAMETERS and isinstance(value, int | float):
+        return _exact_rate("produce", value)
+    return json.dumps(value, default=str) if isinstance(value, Mapping | list | tuple) else _cell(value)
+
+
+def _exact_rate(resource: str, value: float) -> str:
+    """A rate for people with its exact figure: ``100 MiB/s (104857600 bytes/s)``, ``400%``."""
+    if resource == "request":
+        return human_value(resource, value)
+    exact = int(value) if float(value).is_integer() else value
+    return f"{human_value(resource, value)} ({exact} bytes/s)"
+
+
+def _parameters_table(parameters: Mapping[str, Any]) -> str:
+    """The method's parameters as a table; byte rates (the capacity above all) in human units, never raw bytes."""
+    rows = [{"name": k, "value_text": _parameter_text(k, v)} for k, v in parameters.items()]
+    return _table(rows, [("name", "parameter"), ("value", "value")], limit=None)
 
 
 _STYLE: Final = """
@@ -296,7 +332,7 @@ def render_html(report: Mapping[str, Any], top_n: int = 20) -> str:
     )
     parts.append("<h2>Input and parameters</h2>")
     parts.append(f"<pre>{html.escape(json.dumps(clean_floats(report['validation']), indent=2, default=str))}</pre>")
-    parts.append(f"<pre>{html.escape(json.dumps(report['parameters'], indent=2, default=str))}</pre>")
+    parts.append(_parameters_table(report["parameters"]))
     parts.append("</body></html>")
     return "\n".join(parts)
 
@@ -304,4 +340,44 @@ def render_html(report: Mapping[str, Any], top_n: int = 20) -> str:
 def write_html_report(report: Mapping[str, Any], path: Path, top_n: int = 20) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_html(report, top_n))
+    return path
+
+
+def impact_section(impact: Impact) -> str:
+    """The impact of a plan on the usage history: the sentence, one row per entity, the notes.
+
+    The cells are :func:`kquota.advisor.report.impact.cells`'s, as in the markdown table and
+    ``kquota plan``'s text: the same numbers in every rendering.
+    """
+    rows = [cells(r) | {"verdict_text": r.verdict} for r in impact.rows]
+    table_rows = [{f"{k}_text": v for k, v in c.items()} for c in rows]
+    notes = [f"{r.entity} {r.key}: {r.note}" for r in impact.rows if r.note] + impact.notes
+    parts = [
+        "<h2>Impact on the usage history</h2>",
+        f"<p class='{'warn' if impact.over_threshold() else ''}'><b>{html.escape(impact_summary(impact))}</b></p>",
+        f"<p>History: {html.escape(impact.source)}. <i>time</i> is the share of samples (moments x brokers) above "
+        "the new limit, or throttled now for an entity the change frees; <i>throttle</i> is how long Kafka would "
+        "hold the traffic back, seconds per hour on a broker (1 - limit / rate of the time while over it).</p>",
+        _table(table_rows, [(k, title) for k, title in IMPACT_COLUMNS], limit=None),
+    ]
+    if notes:
+        parts.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
+    return "".join(parts)
+
+
+def render_impact_html(impact: Impact) -> str:
+    return "\n".join(
+        [
+            "<!DOCTYPE html><html><head><meta charset='utf-8'><title>kquota plan: impact</title>",
+            f"<style>{_STYLE}</style></head><body>",
+            "<h1>kquota plan: impact of the change</h1>",
+            impact_section(impact),
+            "</body></html>",
+        ]
+    )
+
+
+def write_impact_html(impact: Impact, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_impact_html(impact))
     return path

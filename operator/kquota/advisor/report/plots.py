@@ -42,7 +42,12 @@ def plot_usage_vs_quota(report: Mapping[str, Any], resource: str, top_n: int) ->
     return data
 
 
-def plot_distribution(report: Mapping[str, Any], resource: str) -> str | None:
+def distribution_figure(report: Mapping[str, Any], resource: str) -> Any | None:
+    """The histogram of per-entity p99s, with each population's default and outlier fence labelled once.
+
+    A fence belongs to one population (kind and resource): each gets one legend entry naming its
+    kind, as the defaults do, so two fences are never two identical "outlier fence" entries.
+    """
 
     values = [e["p99"] for e in report["entities"] if e["resource"] == resource and e["p99"] and e["p99"] > 0]
     if not values:
@@ -60,15 +65,23 @@ def plot_distribution(report: Mapping[str, Any], resource: str) -> str | None:
     for d in report["recommendations"]:
         if d["resource"] == resource and d["is_default"]:
             ax.axvline(d["quota"] / scale, color="#e45756", linestyle="--", label=f"default ({d['kind']})")
-    fences = {e["fence"] for e in report["entities"] if e["resource"] == resource and e.get("fence")}
-    for fence in sorted(fences)[:3]:
-        ax.axvline(fence / scale, color="#72b7b2", linestyle=":", label="outlier fence")
+    fences: dict[str, float] = {}
+    for e in report["entities"]:
+        if e["resource"] == resource and e.get("fence"):
+            fences.setdefault(e["kind"], e["fence"])
+    styles = (":", "-.", (0, (1, 3)))
+    for (kind, fence), style in zip(sorted(fences.items()), styles * len(fences), strict=False):
+        ax.axvline(fence / scale, color="#72b7b2", linestyle=style, label=f"outlier fence ({kind})")
     ax.set_xlabel(f"per-entity p99 ({unit})")
     ax.set_ylabel("entities")
     ax.set_title(f"{resource}: distribution of per-entity p99 ({len(values)} entities)")
     ax.legend(fontsize=8)
-    out = _png(fig)
-    return out
+    return fig
+
+
+def plot_distribution(report: Mapping[str, Any], resource: str) -> str | None:
+    fig = distribution_figure(report, resource)
+    return None if fig is None else _png(fig)
 
 
 def plot_capacity(report: Mapping[str, Any]) -> str | None:
