@@ -31,7 +31,16 @@ from harness import cache, procs
 REPO = Path(__file__).resolve().parents[1]
 BASE_IMAGE = "localhost/kquota/debian-python:3.11-bookworm"
 #: What the Dockerfile's build copies: a change to any of them is a new image.
-IMAGE_SOURCES = ("Dockerfile", "requirements.lock", "pyproject.toml", "README.md", "operator")
+IMAGE_SOURCES = (
+    "Dockerfile",
+    "requirements.lock",
+    "requirements-kerberos-build.txt",
+    "requirements-kerberos.txt",
+    "requirements-msk.txt",
+    "pyproject.toml",
+    "README.md",
+    "operator",
+)
 #: What Dockerfile.advisor's build copies.
 ADVISOR_IMAGE_SOURCES = ("Dockerfile.advisor", "requirements.lock", "pyproject.toml", "README.md", "operator")
 #: The host's CA bundle: where TLS to the package index is intercepted, pip in the
@@ -181,6 +190,33 @@ def ensure_operator_image(tag: str | None = None) -> Image:
             _buildah("tag", built, reference, what=f"tagging {reference}", log=log)
 
     return _cached("operator", reference, cache.root() / "images" / f"kquota-{digest}-{tag}.tar", build)
+
+
+def run_in(
+    image: Image, argv: list[str], volumes: dict[Path, str] | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` in a container of ``image`` (buildah, runc), as the image's user, on the host's network.
+
+    From buildah's storage where the image was built there, else from its archive.
+    ``volumes`` maps host directories to read-only mount points.
+    """
+    if _image_exists(image.reference):
+        source = ["--pull=never", image.reference]
+    else:
+        source = [f"docker-archive:{image.archive}"]
+    created = subprocess.run(["buildah", "from", "--quiet", *source], capture_output=True, text=True, check=False)
+    if created.returncode != 0:
+        raise procs.ComponentError(f"buildah from {source[-1]} failed: {created.stderr.strip()}")
+    container = created.stdout.strip()
+    options = [f"--volume={host}:{inside}:ro" for host, inside in (volumes or {}).items()]
+    options += [f"--env={name}={value}" for name, value in (env or {}).items()]
+    try:
+        return subprocess.run(
+            ["buildah", "run", "--network=host", *options, container, "--", *argv],
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+    finally:
+        subprocess.run(["buildah", "rm", container], capture_output=True, check=False)
 
 
 def ensure_advisor_image() -> Image:

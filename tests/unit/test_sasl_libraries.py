@@ -1,4 +1,4 @@
-"""A SASL mechanism whose library is missing (the image has neither gssapi nor the AWS signer) says so.
+"""A SASL mechanism whose library is missing (a pip install without gssapi or the AWS signer) says so.
 
 The connection raises ``KafkaLoginFailed`` naming the package before any broker
 is contacted; the pass turns it into ``KafkaUnavailable`` with that message.

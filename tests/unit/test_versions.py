@@ -57,3 +57,16 @@ def test_confluent_kafka_is_an_extra_not_a_runtime_dependency() -> None:
     assert confluent and all('extra == "clients"' in r for r in confluent), confluent
     lock = (ROOT / "requirements.lock").read_text()
     assert "confluent-kafka" not in lock, "the image installs requirements.lock: no confluent-kafka in it"
+
+
+def _pins(path: str) -> dict[str, str]:
+    """``name==version`` lines of a hash-pinned requirements file."""
+    return dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+) ", (ROOT / path).read_text(), re.M))
+
+
+def test_the_image_builds_the_gssapi_of_the_kerberos_extra() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    (extra,) = project["project"]["optional-dependencies"]["kerberos"]
+    assert extra == f"gssapi=={_pins('requirements-kerberos.txt')['gssapi']}"
+    # gssapi 1.12.0's pyproject.toml requires exactly Cython 3.3.0 to build (no build isolation in the image).
+    assert _pins("requirements-kerberos-build.txt") == {"cython": "3.3.0"}

@@ -98,7 +98,8 @@ def _use_krb5_conf(path: str | None) -> None:
 def target(settings: KerberosSettings) -> Client:
     """What the connection passes as ``sasl_kerberos_name`` for a cluster's Kerberos client.
 
-    Raises KafkaLoginFailed when the gssapi package cannot be imported (the image has none, see docs/install.md).
+    Raises KafkaLoginFailed when the gssapi package cannot be imported (an installation without the
+    ``kerberos`` extra; the image has it, see docs/install.md).
     """
     try:
         import gssapi  # noqa: F401, PLC0415 - only clusters with GSSAPI need it
