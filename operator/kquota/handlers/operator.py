@@ -44,6 +44,7 @@ Shape, and why:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,6 +77,8 @@ log = logging.getLogger(__name__)
 FINALIZER = "kquota.io/finalizer"
 #: Kopf keeps its handler progress in annotations under this prefix.
 ANNOTATION_PREFIX = "kquota.io"
+#: How long start-up waits for kquota's index before Kopf starts watching anyway.
+STARTUP_SYNC_SECONDS = 120.0
 #: Resources per page when Kopf lists a kind (its initial listing, and again after a watch expired).
 LIST_CHUNK = 500
 
@@ -163,6 +166,12 @@ async def _startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -
     )
     st.informers = NamespaceScopes(kube, st.claims, ours.watch_namespaces)
     await st.informers.start()
+    # Kopf starts its watches once the startup handlers are done: its own listing of every quota
+    # resource (for the finalizers) then follows kquota's instead of overlapping it, so the two never
+    # hold their pages at once (the restart's memory peak). Bounded: an API server that does not
+    # answer must not keep Kopf from starting (the reconcilers wait for the index themselves).
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(st.claims.synced.wait(), timeout=STARTUP_SYNC_SECONDS)
     st.ghosts = GhostSweeper(
         kube.list_cluster_uids, QUOTA_KINDS.values(), st.records, lambda rec: _found_gone(st, rec), ours.drift_interval
     )
