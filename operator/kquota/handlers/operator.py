@@ -56,6 +56,7 @@ from kquota.api.manifest import QUOTA_KINDS
 from kquota.api.resource import GROUP, VERSION
 from kquota.domain.claims import ResourceClaim, claim_from_body
 from kquota.domain.guard import APPROVAL_ANNOTATION
+from kquota.domain.status import Reason
 from kquota.domain.status_format import read_status
 from kquota.domain.stored_status import StoredStatus
 from kquota.handlers.diffbase import NoDiffBase
@@ -64,6 +65,7 @@ from kquota.k8s import published
 from kquota.k8s.api import Kube, connect
 from kquota.k8s.ledger import LedgerStore
 from kquota.kafka.errors import KafkaUnavailable
+from kquota.reconcile import sizing
 from kquota.reconcile.build import ClusterResolver
 from kquota.reconcile.claim_index import ClaimIndex
 from kquota.reconcile.engine import ClusterReconciler, ReconcilerStopped
@@ -107,6 +109,8 @@ class OperatorState:
     claims: ClaimIndex | None = None
     #: The informers feeding it: one task per quota kind and watched namespace.
     informers: NamespaceScopes | None = None
+    #: Why this operator reconciles nothing (its memory limit cannot hold the resources), else None.
+    refused: str | None = None
 
 
 #: The operator memo's key for the :class:`OperatorState`.
@@ -171,6 +175,11 @@ async def _startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -
         lambda rec: _vanished(st, rec),
     )
     st.informers = NamespaceScopes(kube, st.claims, ours.watch_namespaces)
+    # Before anything is read in bulk: can this process hold what it is about to read?
+    st.refused = sizing.refusal(await st.informers.count(), sizing.cgroup_memory_limit())
+    if st.refused is not None:
+        log.error("%s", st.refused)
+        return
     await st.informers.start()
     # Kopf starts its watches once the startup handlers are done: its own listing of every quota
     # resource (for the finalizers) then follows kquota's instead of overlapping it, so the two never
@@ -298,6 +307,9 @@ def _delete(kind: str) -> Any:
     async def delete(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
         st = state(memo)
         rec = claim_from_body(kind, body, st.settings.default_cluster)
+        if st.refused is not None:
+            # Nothing is reconciled, so nothing can be released: hold the finalizer, with the reason.
+            raise kopf.TemporaryError(f"kquota reconciles nothing: {st.refused}", delay=30)
         while True:
             engine = st.engines.get(rec.cluster)
             if engine is None and rec.cluster in kwargs["kafkaclusters_index"]:
@@ -385,6 +397,12 @@ async def cluster_reconciler(
         gone=st.gone,
         ready=claims.synced,
     )
+    if st.refused is not None:
+        # No reconciling at all: the KafkaCluster says why, once, and the daemon waits to be stopped.
+        await engine.report_failure(Reason.INSUFFICIENT_MEMORY, st.refused)
+        await stopped.wait()
+        engine.close()
+        return
     st.engines[name] = engine
     task = asyncio.create_task(engine.run(), name=f"reconcile-{name}")
     try:

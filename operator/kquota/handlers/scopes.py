@@ -41,13 +41,28 @@ class NamespaceScopes:
         self._informers: dict[tuple[str, str | None], Informer] = {}
         self._rescan: asyncio.Task[None] | None = None
 
-    async def start(self) -> None:
+    async def scopes(self) -> list[str | None]:
+        """The namespaces to watch now (None: all of them)."""
         if not self.patterns:
-            self._ensure([None])
-        elif not any(is_glob(p) for p in self.patterns):
-            self._ensure(self.patterns)
-        else:
-            self._ensure(await self._matching())
+            return [None]
+        if not any(is_glob(p) for p in self.patterns):
+            return list(self.patterns)
+        return list(await self._matching())
+
+    async def count(self) -> int:
+        """How many quota resources there are in the watched namespaces (one list of one object per kind and scope)."""
+        total = 0
+        for ns in await self.scopes():
+            for kind, plural in QUOTA_KINDS.items():
+                probe = Informer(self.kube, kind, plural, ns, self.claims)
+                reply = await self.kube.request("GET", probe.path, query=[("limit", "1")])
+                meta = reply.get("metadata") or {}
+                total += len(reply.get("items") or ()) + int(meta.get("remainingItemCount") or 0)
+        return total
+
+    async def start(self) -> None:
+        self._ensure(await self.scopes())
+        if self.patterns and any(is_glob(p) for p in self.patterns):
             self._rescan = asyncio.create_task(self._rescan_forever(), name="kquota-namespace-scan")
         if not self._tasks:
             # Nothing to watch (no namespace matches yet): nothing to wait for either.

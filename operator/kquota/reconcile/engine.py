@@ -270,7 +270,7 @@ class ClusterReconciler(Pass):
                 self._full = True
                 if not isinstance(exc, (KafkaNotAuthorized, LedgerFromNewerOperator)):  # the connection is fine
                     self._drop_admin()
-                await self._report_failure(reason, str(exc))
+                await self.report_failure(reason, str(exc))
                 await self._back_off(backoff)
                 backoff = min(backoff * 2, self.settings.retry_max_seconds)
                 self._wake.set()
@@ -284,7 +284,7 @@ class ClusterReconciler(Pass):
                 # Nothing is known about the brokers' state after an unexpected failure: say so on every
                 # resource, with the cause, rather than leave their last status standing.
                 text = " ".join(str(exc).split())[:300]
-                await self._report_failure(
+                await self.report_failure(
                     Reason.CLUSTER_NOT_READY,
                     f"the reconcile pass failed: {type(exc).__name__}: {text} (the operator's log has the "
                     "traceback); retrying with backoff",
@@ -346,7 +346,7 @@ class ClusterReconciler(Pass):
         self._release_waiters.clear()
         self._drop_admin()
 
-    async def _report_failure(self, reason: Reason, message: str) -> None:
+    async def report_failure(self, reason: Reason, message: str) -> None:
         """A failed pass, said on every resource and the KafkaCluster, and once (per cause) as a Warning event."""
         await self._report_unavailable(reason, message)
         # A ledger from a newer operator has its own announcement (_announce_newer_ledger).
