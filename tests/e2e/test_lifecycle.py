@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import secrets
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ from harness.operator_proc import (
     condition,
     get,
     kafka_cluster_manifest,
+    scram_security,
     wait_for,
 )
 from harness.stack import Stack, start_stack, stop_stack
@@ -397,6 +399,113 @@ def test_explain_agrees_with_plan_and_the_operator_on_a_kept_key(stack: Stack, t
         (key,) = [k for k in json.loads(text)["keys"] if k["key"] == "producer_byte_rate"]
         assert key["owner"]["state"] == "kept", key
         assert "to be removed" not in text
+    finally:
+        stack.kube.kubectl("delete", "clientquota", "--all", "-n", ns, "--timeout=60s", check=False)
+        stack.kube.kubectl("delete", "kafkacluster", cluster, "--timeout=30s", check=False)
+
+
+@pytest.fixture
+def own_kafka(tmp_path: Path) -> Iterator[KafkaCluster]:
+    """A broker of this test's own, which it stops and starts (the session's is shared)."""
+    cluster = KafkaCluster.start(tmp_path / "kafka")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def test_a_broker_gone_while_idle_is_said_within_seconds_and_its_return_too(
+    stack: Stack, own_kafka: KafkaCluster
+) -> None:
+    """Finding 8: the KafkaCluster stayed Ready=True Connected for about 31 s after its only broker stopped
+    (nothing looked before the next pass, whose DescribeCluster then waited out its 30 s timeout). The
+    brokers are now checked while idle (every 5 s, shipped default): within about two intervals the
+    KafkaCluster and its resources say KafkaUnavailable, and Ready again once the broker is back."""
+    ns, cluster, user = stack.new_namespace(), uniq("gone"), uniq("idle")
+    stack.kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest(cluster, own_kafka.bootstrap))
+    try:
+        apply(stack.kube, client_quota(ns, "q", {"user": {"name": user}}, {"producerByteRate": 4000}, cluster=cluster))
+        wait_for(lambda: reason_of(stack, ns, "q") == "Applied", 60, "Applied", on_timeout=stack.operator.log)
+        wait_for(lambda: condition(cluster_obj(stack, cluster)).get("reason") == "Connected", 30, "Connected")
+        time.sleep(2)  # idle: the pass that applied it (and wrote Connected) is over
+
+        stopped = time.monotonic()
+        own_kafka.stop_broker(0)
+
+        def unavailable() -> bool:
+            found = condition(cluster_obj(stack, cluster))
+            return found.get("status") == "False" and found.get("reason") == "KafkaUnavailable"
+
+        # Two intervals (10 s) and room for a busy machine; the code before this took 30 s at best.
+        wait_for(unavailable, 25, "the KafkaCluster KafkaUnavailable", interval=0.2, on_timeout=stack.operator.log)
+        said = time.monotonic() - stopped
+        wait_for(lambda: reason_of(stack, ns, "q") == "KafkaUnavailable", 10, "the resource KafkaUnavailable",
+                 on_timeout=stack.operator.log)  # fmt: skip
+        assert condition(cluster_obj(stack, cluster), "Reconciling").get("status") == "True"
+
+        started = time.monotonic()
+        own_kafka.start_broker(0)
+        up = time.monotonic()
+        wait_for(lambda: condition(cluster_obj(stack, cluster)).get("reason") == "Connected", 30,
+                 "Connected again", interval=0.2, on_timeout=stack.operator.log)  # fmt: skip
+        back = time.monotonic() - up
+        wait_for(lambda: reason_of(stack, ns, "q") == "Applied", 15, "Applied again", on_timeout=stack.operator.log)
+        print(
+            f"\nbroker stopped: KafkaUnavailable {said:.1f}s later; started in {up - started:.1f}s, "
+            f"Connected {back:.1f}s after"
+        )
+        # One event for the outage, not one per check.
+        warned = [e for e in _cluster_events(stack, cluster) if e.get("reason") == "KafkaUnavailable"]
+        assert len(warned) == 1, [e.get("message") for e in warned]
+    finally:
+        stack.kube.kubectl("delete", "clientquota", "--all", "-n", ns, "--timeout=60s", check=False)
+        stack.kube.kubectl("delete", "kafkacluster", cluster, "--timeout=30s", check=False)
+
+
+def test_a_wrong_scram_password_is_stalled_after_three_refusals_and_a_fixed_secret_recovers(stack: Stack) -> None:
+    """Finding 8: a wrong SCRAM password stayed KafkaUnavailable (Reconciling) for ever, so a Flux `wait`
+    ended only at its timeout. Refused the same way 3 times in a row (shipped default) it is Stalled,
+    reason AuthenticationFailed, with the brokers' refusal; not at the first refusal (a rotation may
+    refuse the old password for a moment); still retried, so the corrected Secret recovers by itself."""
+    ns, cluster, target = stack.new_namespace(), uniq("refused"), uniq("app")
+    user, password = stack.kafka.admin_user, stack.kafka.admin_password
+    secret = uniq("creds")
+    sasl = scram_security(stack.kube, secret, user, f"Wr0ng-{secrets.token_hex(12)}")
+    stack.kube.kubectl(
+        "apply", "-f", "-", input=kafka_cluster_manifest(cluster, stack.kafka.sasl_bootstrap, {"security": sasl})
+    )
+    try:
+        quota = client_quota(ns, "q", {"user": {"name": target}}, {"producerByteRate": 5000}, cluster=cluster)
+        apply(stack.kube, quota)
+        seen: list[str] = []
+
+        def stalled() -> bool:
+            found = condition(cluster_obj(stack, cluster))
+            if found.get("reason") and (not seen or seen[-1] != found["reason"]):
+                seen.append(str(found["reason"]))
+            return found.get("reason") == "AuthenticationFailed"
+
+        # Each refused login takes the 10 s connect timeout (kafka-python retries until then), plus backoff.
+        wait_for(stalled, 120, "AuthenticationFailed", interval=0.5, on_timeout=stack.operator.log)
+        assert seen[0] == "KafkaUnavailable", f"Stalled at the first refusal: {seen}"
+        found = cluster_obj(stack, cluster)
+        for obj_ in (found, obj(stack, "clientquota", ns, "q")):
+            assert condition(obj_, "Stalled").get("status") == "True", obj_
+            message = condition(obj_, "Stalled")["message"]
+            assert "authentication" in message.lower() and user in message and "3 times in a row" in message
+        wait_for(lambda: reason_of(stack, ns, "q") == "AuthenticationFailed", 15, "the resource AuthenticationFailed")
+        warned = [e for e in _cluster_events(stack, cluster) if e.get("reason") == "AuthenticationFailed"]
+        assert len(warned) == 1 and warned[0]["type"] == "Warning"
+
+        stack.kube.kubectl(
+            "patch", "secret", secret, "-n", LEDGER_NAMESPACE, "--type=merge", "-p",
+            json.dumps({"stringData": {"password": password}}),
+        )  # fmt: skip
+        wait_for(lambda: reason_of(stack, ns, "q") == "Applied", 90, "Applied with the corrected Secret",
+                 on_timeout=stack.operator.log)  # fmt: skip
+        assert stack.broker_quotas()[Entity.for_user(target)] == {P: 5000.0}
+        assert condition(cluster_obj(stack, cluster)).get("reason") == "Connected"
+        assert not condition(cluster_obj(stack, cluster), "Stalled")
     finally:
         stack.kube.kubectl("delete", "clientquota", "--all", "-n", ns, "--timeout=60s", check=False)
         stack.kube.kubectl("delete", "kafkacluster", cluster, "--timeout=30s", check=False)

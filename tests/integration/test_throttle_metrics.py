@@ -32,6 +32,8 @@ from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.observed import Observed, attribute, observe, observe_topic
 from kquota.kafka.admin import QuotaAdmin
 from kquota.kafka.settings import ConnectionSettings
+from kquota.metrics.exposition import parse_text
+from kquota.metrics.names import MetricNames
 from kquota.metrics.sources import MetricsSource, PrometheusSource, ScrapeSource
 from tests.plugins.kafka import unique_name
 from tests.support.load import ConsumerLoad, ProducerLoad, RequestLoad, create_topic
@@ -49,6 +51,10 @@ THROTTLED_WITHIN = 30.0
 CLEARED_WITHIN = WINDOW + 11 + 15
 QUOTA_BYTES = 100 * 1024
 POLL = 1.0
+#: The steady consumer (finding 10): read for this long, from REFERENCE_SPAN on: the broker's count of
+#: bytes sent since the consumer began then spans three of the quota's bursts (11 s apart) or more.
+STEADY_SECONDS = 55.0
+REFERENCE_SPAN = 30.0
 
 
 # -- the pipeline under test ---------------------------------------------------------------------------------------
@@ -325,3 +331,75 @@ def test_controller_mutation_quota_throttles_topic_creation(
     finally:
         if created:
             AdminClient(kafka.client_config()).delete_topics(created, request_timeout=30)
+
+
+def _topic_bytes_out(kafka: KafkaCluster, topic: str) -> float | None:
+    """The broker's own count of bytes sent to consumers of ``topic`` (BytesOutPerSec's Count), from its exporter."""
+    name = MetricNames().bytes_out_total
+    for sample in parse_text(kafka.brokers[0].metrics_text(), (name,)):
+        if sample.name == name and sample.labels.get("topic") == topic:
+            return sample.value
+    return None
+
+
+def test_a_steady_consumer_reads_as_the_broker_counts_its_bytes(
+    kafka: KafkaCluster, admin: QuotaAdmin, watches: list[Watch], scram_user: tuple[str, str]
+) -> None:
+    """Issue #33, finding 10: a consumer held at about 1 MB/s by its quota read 97,000 B/s in one status write
+    and 970,000 five seconds later. The broker's byte-rate gauge itself reads that: a fetch quota lets a
+    throttled consumer take its window's worth (10 x 1 s of quota) at once, then nothing until that sample
+    expires (11 s later), and Kafka's Rate, reading the next burst's first fetch alone, pads the time to
+    10 samples: a tenth of the rate, for about a second, every 11 s. Usage is now the highest reading of
+    the broker's quota window, and every one is compared here with the broker's count of bytes sent."""
+    user, password = scram_user
+    entity = Entity.for_user(user)
+    topic = unique_name("steady")
+    create_topic(kafka, topic)
+    # More than the test reads at the quota, written without any quota (PLAINTEXT).
+    filler = Producer({**kafka.client_config(), "linger.ms": 20, "queue.buffering.max.kbytes": 1048576})
+    for _ in range(7000):
+        while True:
+            try:
+                filler.produce(topic, b"z" * 10_000)
+                break
+            except BufferError:
+                filler.poll(0.05)
+        filler.poll(0)
+    assert filler.flush(120) == 0
+    del filler
+    quota = 1_000_000
+    set_quota(kafka, admin, ["--entity-type", "users", "--entity-name", user], entity, consumer_byte_rate=quota)
+    load = ConsumerLoad(kafka.client_config(user, password), topic)
+    # The count before the consumer begins (the topic's series exists since it was written to).
+    counts = [(time.monotonic(), _topic_bytes_out(kafka, topic) or 0.0)]
+    readings: list[tuple[float, str, float, float]] = []
+    load.start()
+    try:
+        start = time.monotonic()
+        while time.monotonic() - start < STEADY_SECONDS:
+            now = time.monotonic()
+            count = _topic_bytes_out(kafka, topic)
+            if count is not None:
+                counts.append((now, count))
+            # The broker's own rate: its count of bytes sent since the consumer began (a throttled consumer
+            # takes its bytes in bursts 11 s apart: a span of a few seconds would count one burst or none).
+            if now - start >= REFERENCE_SPAN and len(counts) >= 2:
+                counted = (counts[-1][1] - counts[0][1]) / (counts[-1][0] - counts[0][0])
+                for watch in watches:
+                    obs = observed(watch, admin, entity, [C])
+                    rate = obs.total[C].rate or 0.0
+                    readings.append((round(now - start, 1), watch.name, rate, counted))
+            time.sleep(0.3)
+    finally:
+        load.finish()
+        delete_quota(kafka, ["--entity-type", "users", "--entity-name", user], C)
+    assert load.throttles, "the broker never throttled the consumer: the test is not at its quota"
+    assert len(readings) >= 40, readings
+    # From the first burst (at the start) over 30 s or more, the count is the consumer's rate or up to a
+    # third above it (one burst more); the broker's quota rate reads up to a fifth above it (its window is
+    # padded to 10 s, the bursts are 11 s apart). The fault read a tenth to a half.
+    wrong = [r for r in readings if not 0.6 <= r[2] / r[3] <= 1.6]
+    summary = ", ".join(f"{t}s {name} {rate:,.0f} vs {counted:,.0f}" for t, name, rate, counted in wrong[:8])
+    assert not wrong, f"{len(wrong)} of {len(readings)} readings far from the broker's count of bytes sent: {summary}"
+    rates = [r[2] / r[3] for r in readings]
+    print(f"\n[steady consumer] {len(readings)} readings, observed / counted from {min(rates):.2f} to {max(rates):.2f}")

@@ -67,6 +67,9 @@ class Broker:
     def cluster_info(self) -> tuple[str, list[int]]:
         return "fake-cluster-id", [1]
 
+    def reachable(self, timeout: float) -> tuple[str, list[int]]:
+        return self.cluster_info()
+
     def topic_leaders(self, topics: Sequence[str]) -> dict[str, dict[int, int]]:
         return {}
 

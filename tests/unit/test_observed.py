@@ -21,6 +21,7 @@ from kquota.domain.observed import (
     QuotaSeries,
     TopicSample,
     attribute,
+    current_usage,
     equivalent,
     needs_observed_write,
     needs_topic_observed_write,
@@ -265,6 +266,33 @@ def test_summary_takes_the_latest_finite_rate_inside_the_window() -> None:
     assert burst.byte_rate == 4583055.0 and burst.share is not None and burst.share > 1
     req = summarize(_series((990, NAN, 2.5), resource=QuotaResource.REQUEST), START, 5)
     assert (req.byte_rate, req.request_time, req.share) == (None, 2.5, 0.5)
+
+
+@pytest.mark.parametrize(
+    ("readings", "usage"),
+    [
+        pytest.param(
+            [(980, 1_000_000.0), (985, 970_000.0), (990, 97_000.0)],
+            1_000_000.0,
+            id="a tenth for a second (Kafka's Rate padding a burst's first fetch): the window's highest",
+        ),
+        pytest.param([(950, 1_000_000.0), (965, 0.0), (970, 0.0), (975, 0.0)], 0.0, id="stopped: zero a window later"),
+        pytest.param([(960, 1_000_000.0), (975, 97_000.0)], 1_000_000.0, id="readings further apart: the latest two"),
+        pytest.param([(990, 5.0)], 5.0, id="one reading"),
+        pytest.param([], None, id="none"),
+    ],
+)
+def test_current_usage_is_the_highest_reading_of_the_broker_s_latest_quota_window(
+    readings: list[tuple[float, float]], usage: float | None
+) -> None:
+    assert current_usage(readings) == usage
+
+
+def test_a_steady_consumer_s_dip_is_not_its_usage() -> None:
+    """Finding 10 of issue #33: one status write said 97,000 B/s (9%), the next 970,000 (92%)."""
+    series = _series((980, NAN, 1_000_000.0), (985, NAN, 970_000.0), (990, NAN, 97_000.0))
+    s = summarize(series, START, 1_048_576)
+    assert s.byte_rate == 1_000_000.0 and s.share is not None and s.share > 0.9
 
 
 @pytest.mark.parametrize(

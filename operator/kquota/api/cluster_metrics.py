@@ -201,8 +201,9 @@ class Metrics(SpecModel):
         max_length=64,
         pattern=DURATION_PATTERN,
         description="Time over which throttling is looked for, as a duration (60s, 5m, 1h). Usage (rates, "
-        "usedPercent, NearLimit) is the latest reading in it: the broker's own rate over its quota window, "
-        "so status agrees with the broker's metric of the moment.",
+        "usedPercent, NearLimit) is the highest of the broker's own rate readings over its latest quota window "
+        "(11 s, and at least the latest two readings): each is already a rate over that window, and a single one "
+        "can read a tenth of a throttled consumer's rate.",
     )
     near_limit_percent: int = Field(
         80,

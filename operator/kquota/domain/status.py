@@ -44,6 +44,8 @@ class Reason(enum.StrEnum):
     KAFKA_UNAVAILABLE = "KafkaUnavailable"
     #: The brokers refused kquota's principal an operation (a Kafka ACL is missing).
     NOT_AUTHORIZED = "NotAuthorized"
+    #: The brokers refused kquota's credentials the same way several times in a row (auth_failures_to_stall).
+    AUTHENTICATION_FAILED = "AuthenticationFailed"
     REJECTED = "Rejected"
     MONITORING = "Monitoring"
     TOPIC_NOT_FOUND = "TopicNotFound"
@@ -82,6 +84,9 @@ STALLED = frozenset(
         Reason.REJECTED,
         Reason.UNSUPPORTED_BY_BROKER,
         Reason.NOT_AUTHORIZED,
+        # Refused several times in a row: someone must correct the credentials (still retried, so
+        # corrected ones recover by themselves).
+        Reason.AUTHENTICATION_FAILED,
         # No KafkaCluster of that name: nothing is applied until a KafkaCluster
         # is created or clusterRef changes, so GitOps health must not wait on it.
         Reason.CLUSTER_NOT_FOUND,

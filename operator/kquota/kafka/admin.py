@@ -54,6 +54,11 @@ class QuotaAdmin:
         """The Kafka cluster's id and its brokers' ids."""
         return cluster_info.cluster_info(self._conn)
 
+    def reachable(self, timeout: float) -> tuple[str, list[int]]:
+        """The cluster's id and brokers, as :meth:`cluster_info`, but answered within ``timeout`` seconds, connecting
+        included (a check that the brokers still answer); raises KafkaUnavailable otherwise."""
+        return cluster_info.cluster_info(self._conn, timeout_ms=max(1, int(timeout * 1000)))
+
     def broker_ids(self) -> list[int]:
         """The ids of the brokers in the cluster."""
         return self.cluster_info()[1]

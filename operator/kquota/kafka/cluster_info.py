@@ -29,10 +29,10 @@ _TOPIC: Final = 2
 _BROKER: Final = 4
 
 
-def cluster_info(conn: Connection) -> tuple[str, list[int]]:
-    """The Kafka cluster's id and its brokers' ids, from one DescribeCluster."""
+def cluster_info(conn: Connection, timeout_ms: int | None = None) -> tuple[str, list[int]]:
+    """The Kafka cluster's id and its brokers' ids, from one DescribeCluster (answered within ``timeout_ms``)."""
     request = DescribeClusterRequest(include_cluster_authorized_operations=False)
-    response = conn.send(request, "DescribeCluster")
+    response = conn.send(request, "DescribeCluster", timeout_ms=timeout_ms)
     if response.error_code:
         raise QuotaRequestError(response.error_code, error_name(response.error_code), response.error_message)
     return str(response.cluster_id), sorted(int(b.broker_id) for b in response.brokers)

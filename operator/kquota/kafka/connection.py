@@ -139,9 +139,9 @@ class _AdminClient(KafkaAdminClient):  # type: ignore[misc]  # kafka-python is u
         with contextlib.suppress(Exception):  # best effort on an already failing path
             self.close()
 
-    def send_any(self, request: Any, node_id: int | None = None) -> Any:
+    def send_any(self, request: Any, node_id: int | None = None, timeout_ms: int | None = None) -> Any:
         async def send() -> Any:
-            return await self._manager.send(request, node_id=node_id)
+            return await self._manager.send(request, node_id=node_id, request_timeout_ms=timeout_ms)
 
         return self._manager.run(send)
 
@@ -206,7 +206,8 @@ class Connection:
             auth = KafkaLoginRefused(f"the token was refused: {tokens.refusal}")
         return diagnosis.unavailable(self.settings, what, exc, auth, tls, presented=self._presented())
 
-    def connect(self) -> _AdminClient:
+    def connect(self, timeout_ms: int | None = None) -> _AdminClient:
+        """The connected client; a new one bootstraps for ``timeout_ms`` (default: the settings' connect timeout)."""
         with self._lock:
             if self._client is not None:
                 if self._tokens is not None and not self._tokens.usable():
@@ -220,7 +221,7 @@ class Connection:
                 "client_id": s.client_id,
                 "security_protocol": s.security_protocol,
                 "request_timeout_ms": s.request_timeout_ms,
-                "bootstrap_timeout_ms": s.connect_timeout_ms,
+                "bootstrap_timeout_ms": s.connect_timeout_ms if timeout_ms is None else timeout_ms,
             }
             if s.sasl_mechanism:
                 configs["sasl_mechanism"] = s.wire_mechanism
@@ -246,12 +247,19 @@ class Connection:
                 raise self._unavailable("cannot connect to Kafka", exc, None) from None
             return self._client
 
-    def send(self, request: Any, what: str, node_id: int | None = None) -> Any:
-        deadline = time.monotonic() + self.settings.request_timeout_ms / 1000
+    def send(self, request: Any, what: str, node_id: int | None = None, timeout_ms: int | None = None) -> Any:
+        """Send ``request`` and return the answer, retrying transport failures until the deadline.
+
+        ``timeout_ms`` bounds the whole call, connecting included (default: the
+        settings' request timeout for the answers, connect timeout for connecting).
+        """
+        deadline = time.monotonic() + (self.settings.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000
         while True:
-            client = self.connect()
+            left = None if timeout_ms is None else max(1, int((deadline - time.monotonic()) * 1000))
+            client = self.connect(left)
             try:
-                return client.send_any(request, node_id)
+                left = None if timeout_ms is None else max(1, int((deadline - time.monotonic()) * 1000))
+                return client.send_any(request, node_id, left)
             except _RETRIABLE as exc:
                 if time.monotonic() >= deadline:
                     self.drop(client)

@@ -3,7 +3,8 @@
 kafka-python reports most connection failures as "Unable to bootstrap" or a
 bare connection error. This module turns them into ``KafkaTlsFailed`` (with
 OpenSSL's reason and what to check), ``KafkaAuthenticationFailed`` (a SASL
-refusal, which kafka-python only logs) or plain ``KafkaUnavailable``, and makes
+refusal, which kafka-python only logs), ``KafkaRefusalUnconfirmed`` (no connection
+with SASL credentials and no refusal seen) or plain ``KafkaUnavailable``, and makes
 sure no message carries the SASL password, the OAuth client secret or a token.
 A refusal names who kquota authenticated as (``identity``): the SASL user, the
 OAuth client and its token endpoint with the token's public claims (issuer,
@@ -19,7 +20,13 @@ from typing import Final, TypeGuard
 
 import kafka.errors as kafka_errors
 
-from kquota.kafka.errors import KafkaAuthenticationFailed, KafkaLoginFailed, KafkaTlsFailed, KafkaUnavailable
+from kquota.kafka.errors import (
+    KafkaAuthenticationFailed,
+    KafkaLoginFailed,
+    KafkaRefusalUnconfirmed,
+    KafkaTlsFailed,
+    KafkaUnavailable,
+)
 from kquota.kafka.settings import ConnectionSettings
 
 
@@ -149,12 +156,14 @@ def unavailable(
     detail = str(exc)
     if not detail.startswith(type(exc).__name__):
         detail = f"{type(exc).__name__}: {detail}"
-    hint = ""
     if s.sasl_mechanism and what.startswith("cannot connect"):
         # kafka-python does not always surface a SASL refusal as such (the
         # broker closes the socket): say what the likely causes are.
         hint = f"; if the brokers are up, check the credentials of {identity(s)} (possibly refused authentication)"
-    return KafkaUnavailable(scrub(s, f"{what}: {s.bootstrap_servers} ({s.security_protocol}): {detail}{hint}"))
+        return KafkaRefusalUnconfirmed(
+            scrub(s, f"{what}: {s.bootstrap_servers} ({s.security_protocol}): {detail}{hint}")
+        )
+    return KafkaUnavailable(scrub(s, f"{what}: {s.bootstrap_servers} ({s.security_protocol}): {detail}"))
 
 
 def principal(settings: ConnectionSettings, token_subject: object = None) -> str:

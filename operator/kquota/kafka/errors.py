@@ -2,7 +2,8 @@
 
 Callers above the adapter catch these and nothing from kafka-python: an
 unreachable cluster is ``KafkaUnavailable`` (with ``KafkaAuthenticationFailed``,
-``KafkaTlsFailed`` and ``KafkaLoginFailed`` as the precise kinds), a request the brokers refuse is
+``KafkaTlsFailed`` and ``KafkaLoginFailed`` as the precise kinds, ``KafkaRefusalUnconfirmed``
+as the uncertain one), a request the brokers refuse is
 ``QuotaRequestError``, and a refusal for lack of an ACL is ``KafkaNotAuthorized``
 naming the operation and resource to grant (docs/install.md#acls lists them).
 """
@@ -53,6 +54,16 @@ class KafkaUnavailable(Exception):
 
 class KafkaAuthenticationFailed(KafkaUnavailable):
     """The brokers refused kquota's credentials (a kind of unavailability to callers)."""
+
+
+class KafkaRefusalUnconfirmed(KafkaUnavailable):
+    """No connection with SASL credentials, and no refusal seen: the brokers are down, or refused the login.
+
+    The brokers close the connection right after refusing a login, and kafka-python
+    sometimes reads the close before the refusal (then the whole bootstrap fails
+    without a word on the credentials): such a failure neither confirms nor rules out
+    refused credentials.
+    """
 
 
 class KafkaTlsFailed(KafkaUnavailable):

@@ -47,10 +47,10 @@ from kquota.domain.claims import ResourceClaim
 from kquota.domain.ledger import LedgerFromNewerOperator
 from kquota.domain.outcomes import unavailable
 from kquota.domain.status import Reason
-from kquota.k8s.api import SecretNotFound
 from kquota.kafka.admin import QuotaAdmin
-from kquota.kafka.errors import KafkaNotAuthorized, KafkaUnavailable
+from kquota.kafka.errors import KafkaNotAuthorized, KafkaRefusalUnconfirmed, KafkaUnavailable
 from kquota.reconcile import metrics
+from kquota.reconcile.failures import NAMED_FAILURES, Refusals, answered
 from kquota.reconcile.gather import ClusterNotReady, DuplicateCluster, GatherFailed
 from kquota.reconcile.passes import FullPassYielded, Pass, PassReport
 from kquota.reconcile.ports import LedgerPort, QuotaAdminPort, StatusWriter
@@ -129,6 +129,10 @@ class ClusterReconciler(Pass):
         #: The reason of the failed passes last sent as an event (None: a pass has succeeded since): one event
         #: per failure, not one per retry.
         self._failure_announced: Reason | None = None
+        #: Triggers ever (a resource or the KafkaCluster changed): see _unavailable_said.
+        self._triggers = 0
+        #: Refused logins in a row (AuthenticationFailed after settings.auth_failures_to_stall).
+        self._refusals = Refusals(settings.auth_failures_to_stall)
         # Narrow passes: the resources changed since the last pass, and whether a full pass is due anyway.
         self._dirty: set[str] = set()
         self._full = True
@@ -165,6 +169,7 @@ class ClusterReconciler(Pass):
         else:
             self._dirty.add(uid)
             self._changed.set()
+        self._triggers += 1
         if self._first_trigger is None:
             self._first_trigger = time.monotonic()
         self._last_trigger = time.monotonic()
@@ -198,11 +203,30 @@ class ClusterReconciler(Pass):
             await self._ready.wait()
         self.trigger()
         while stopped is None or not stopped.is_set():
-            # On timeout this is the drift check: a pass with nothing changed on our side.
+            if self._unanswered:
+                # The brokers give no answer: a check every reachability_interval (each failure said as a
+                # failed pass's is) until they answer, then a full pass. Cheaper than passes that wait
+                # out a connect timeout, and the first answer ends it (no backoff to sit out).
+                await asyncio.sleep(self.settings.reachability_interval)
+                try:
+                    await self.reach_again()
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - said on every resource and logged by _retry_after
+                    backoff = await self._retry_after(exc, backoff, check=True)
+                    continue
+                self._wake_full()
             idle_since = time.monotonic()
             try:
-                await asyncio.wait_for(self._wake.wait(), timeout=self._wait)
-            except TimeoutError:
+                # On timeout this is the drift check: a pass with nothing changed on our side. Meanwhile
+                # the brokers are checked on the reachability timer: a failure is said as a pass's.
+                woken = await self._idle(self._wait)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - said on every resource and logged by _retry_after
+                backoff = await self._retry_after(exc, backoff, check=True)
+                continue
+            if not woken:
                 # With spec.metrics the loop wakes every metrics_interval; before the drift
                 # check is due, only the metrics are read (and the statuses they change).
                 if await self._observe_between_drift_checks():
@@ -237,8 +261,10 @@ class ClusterReconciler(Pass):
                 if scope is None:
                     self._gave_way = False
                 backoff = 1.0
+                self._answered_at = time.monotonic()
                 self._newer_ledger_announced = None
                 self._failure_announced = None
+                self._refusals.reset()
                 if started is not None:
                     metrics.CHANGE_LATENCY_SECONDS.labels(self.name).observe(time.monotonic() - started)
             except FullPassYielded:
@@ -247,51 +273,87 @@ class ClusterReconciler(Pass):
                 self._narrow_first = True
                 self._full = True
                 self._wake.set()
-            except (
-                KafkaUnavailable,
-                KafkaNotAuthorized,
-                ClusterNotReady,
-                SecretNotFound,
-                DuplicateCluster,
-                LedgerFromNewerOperator,
-            ) as exc:
-                # A missing ACL is retried with the same capped backoff: the admin may grant it any time.
-                # So is a ledger from a newer operator: restoring the old ledger is enough.
-                reason = _unavailable_reason(exc)
-                if isinstance(exc, LedgerFromNewerOperator):
-                    await self._announce_newer_ledger(exc)
-                metrics.ERRORS.labels(self.name, reason.value).inc()
-                metrics.PASSES.labels(self.name, "unavailable").inc()
-                if isinstance(exc, GatherFailed):
-                    # Not an outage kquota knows: the cause's traceback is for the developers.
-                    log.warning("cluster %s: %s; retrying in %.0fs", self.name, exc, backoff, exc_info=exc.__cause__)
-                else:
-                    log.warning("cluster %s: %s; retrying in %.0fs", self.name, exc, backoff)
-                self._full = True
-                if not isinstance(exc, (KafkaNotAuthorized, LedgerFromNewerOperator)):  # the connection is fine
-                    self._drop_admin()
-                await self.report_failure(reason, str(exc))
-                await self._back_off(backoff)
-                backoff = min(backoff * 2, self.settings.retry_max_seconds)
-                self._wake.set()
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:
-                metrics.PASSES.labels(self.name, "error").inc()
-                metrics.ERRORS.labels(self.name, "Internal").inc()
-                log.exception("cluster %s: reconcile pass failed; retrying in %.0fs", self.name, backoff)
-                self._full = True
-                # Nothing is known about the brokers' state after an unexpected failure: say so on every
-                # resource, with the cause, rather than leave their last status standing.
-                text = " ".join(str(exc).split())[:300]
-                await self.report_failure(
-                    Reason.CLUSTER_NOT_READY,
-                    f"the reconcile pass failed: {type(exc).__name__}: {text} (the operator's log has the "
-                    "traceback); retrying with backoff",
-                )
-                await self._back_off(backoff)
-                backoff = min(backoff * 2, self.settings.retry_max_seconds)
-                self._wake.set()
+            except Exception as exc:  # noqa: BLE001 - said on every resource and logged by _retry_after
+                backoff = await self._retry_after(exc, backoff, check=False)
+
+    async def _idle(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for a trigger (True; False: none came).
+
+        Meanwhile the brokers are checked every reachability_interval (one DescribeCluster
+        through the pass's admin client): a check that goes unanswered raises, so the
+        KafkaCluster and its resources say so within about two intervals of the brokers
+        going away, not at the next pass. A check that is answered writes nothing.
+        """
+        deadline = time.monotonic() + timeout
+        while not self._wake.is_set():
+            until = min(deadline, self.reachability_due())
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=max(0.0, until - time.monotonic()))
+                return True
+            except TimeoutError:
+                if time.monotonic() >= deadline:
+                    return False
+            await self.check_reachable()
+        return True
+
+    async def _retry_after(self, exc: Exception, backoff: float, check: bool) -> float:
+        """A failed pass or reachability check (``check``): say it, then wait for the retry; the next backoff.
+
+        While the brokers give no answer at all, the retry is the loop's reachability check
+        (no backoff); after any other failure a full pass follows the backoff, slept fully: a
+        resource change during an outage must not turn the backoff into a tight loop.
+        """
+        await self._failed(exc, backoff, check)
+        if self._unanswered:
+            return backoff
+        await self._back_off(backoff)
+        self._wake.set()
+        return min(backoff * 2, self.settings.retry_max_seconds)
+
+    async def _failed(self, exc: Exception, backoff: float, check: bool) -> None:
+        """A failed pass or reachability check: said on every resource and the KafkaCluster (a status written only
+        when it changes, one Warning event per cause), logged and counted; refused logins are counted towards
+        AuthenticationFailed."""
+        self._full = True
+        if isinstance(exc, NAMED_FAILURES):
+            reason, message = self._refusals.failed(exc, self._tried)
+            if answered(exc) or (isinstance(exc, KafkaRefusalUnconfirmed) and self._refusals.active(self._tried)):
+                # The brokers answered, refusing: each check would be one more refused login.
+                # Passes retry with backoff instead (each reads the Secret again).
+                self._unanswered = False
+            if isinstance(exc, LedgerFromNewerOperator):
+                await self._announce_newer_ledger(exc)
+            metrics.ERRORS.labels(self.name, reason.value).inc()
+            retry = (
+                f"checking again in {self.settings.reachability_interval:g}s"
+                if self._unanswered
+                else f"retrying in {backoff:.0f}s"
+            )
+            if isinstance(exc, GatherFailed):
+                # Not an outage kquota knows: the cause's traceback is for the developers.
+                log.warning("cluster %s: %s; %s", self.name, exc, retry, exc_info=exc.__cause__)
+            else:
+                log.warning("cluster %s: %s; %s", self.name, exc, retry)
+            # A missing ACL or a ledger from a newer operator: the connection is fine.
+            if not isinstance(exc, (KafkaNotAuthorized, LedgerFromNewerOperator)):
+                self._drop_admin()
+        else:
+            # Nothing is known about the brokers' state after an unexpected failure: say so on every
+            # resource, with the cause, rather than leave their last status standing.
+            self._unanswered = False
+            metrics.ERRORS.labels(self.name, "Internal").inc()
+            log.exception("cluster %s: reconcile pass failed; retrying in %.0fs", self.name, backoff)
+            text = " ".join(str(exc).split())[:300]
+            reason = Reason.CLUSTER_NOT_READY
+            message = (
+                f"the reconcile pass failed: {type(exc).__name__}: {text} (the operator's log has the traceback); "
+                "retrying with backoff"
+            )
+        if not check:
+            metrics.PASSES.labels(self.name, "unavailable" if isinstance(exc, NAMED_FAILURES) else "error").inc()
+        await self.report_failure(reason, message)
 
     def _full_may_give_way(self) -> bool:
         """Whether the full pass under way would stop for a resource change (it runs in the loop, and has not yet)."""
@@ -331,8 +393,6 @@ class ClusterReconciler(Pass):
             await self.kube.event(ref, "Warning", Reason.LEDGER_FROM_NEWER_OPERATOR.value, message)
 
     async def _back_off(self, seconds: float) -> None:
-        # Sleep the backoff fully: a resource change during an outage must not
-        # turn the backoff into a tight loop.
         await asyncio.sleep(seconds)
 
     def close(self) -> None:
@@ -358,33 +418,27 @@ class ClusterReconciler(Pass):
             await self.kube.event(ref, "Warning", reason.value, message)
 
     async def _report_unavailable(self, reason: Reason, message: str) -> None:
-        try:
-            records = [r for r in self._every_record() if not r.deleting]
-        except Exception:  # the failure may be the listing itself: the KafkaCluster still says it
-            log.warning("cluster %s: cannot list its resources to report %s", self.name, reason.value, exc_info=True)
-            records = []
         await self._write_cluster_status(reason, message, None)
         for waiters in self._release_waiters.values():
             for fut in waiters:
                 if not fut.done():
                     fut.set_exception(KafkaUnavailable(message))
         self._release_waiters.clear()
+        said = (reason, message, self._triggers)
+        if said == self._unavailable_said:
+            # Said on every resource already, and none has changed since: while the brokers give no
+            # answer this comes every few seconds, and looking at 10,000 statuses costs 0.1 s of CPU.
+            return
+        self._unavailable_said = None
+        try:
+            records = [r for r in self._every_record() if not r.deleting]
+        except Exception:  # the failure may be the listing itself: the KafkaCluster still says it
+            log.warning("cluster %s: cannot list its resources to report %s", self.name, reason.value, exc_info=True)
+            return
         try:
             await self._write_statuses(records, unavailable(records, reason, message))
         except Exception:
             log.warning("cluster %s: could not report %s in status", self.name, reason.value, exc_info=True)
-
-
-def _unavailable_reason(exc: Exception) -> Reason:
-    """The Reason every resource reports when a pass stops on ``exc``."""
-    if isinstance(exc, KafkaNotAuthorized):
-        return Reason.NOT_AUTHORIZED
-    if isinstance(exc, LedgerFromNewerOperator):
-        return Reason.LEDGER_FROM_NEWER_OPERATOR
-    if isinstance(exc, KafkaUnavailable):
-        return Reason.KAFKA_UNAVAILABLE
-    if isinstance(exc, (SecretNotFound, GatherFailed)):
-        return Reason.CLUSTER_NOT_READY
-    if isinstance(exc, DuplicateCluster):
-        return Reason.DUPLICATE_CLUSTER
-    return Reason.CLUSTER_NOT_FOUND
+            return
+        if not self._status_write_errors:
+            self._unavailable_said = said

@@ -33,6 +33,7 @@ from kquota.domain.topic_outcomes import TopicFacts, probe_topic, topic_recs
 from kquota.domain.topics import TopicLayout
 from kquota.k8s.api import SecretNotFound
 from kquota.kafka.errors import KafkaNotAuthorized, KafkaUnavailable
+from kquota.kafka.settings import ConnectionSettings
 from kquota.metrics.sources import MetricsSource, read_quota_metrics
 from kquota.metrics.sources import source_for as metrics_source_for
 from kquota.reconcile.ports import LedgerPort, QuotaAdminPort
@@ -136,6 +137,8 @@ class Gather:
     _peers: Mapping[str, tuple[str, str | None]]
     _admin_factory: Callable[[ClusterConfig], QuotaAdminPort]
     _entities_by_uid: dict[str, frozenset[Entity]]
+    #: Provided by the loop: a full pass soon, without counting as a change.
+    _wake_full: Callable[[], None]
 
     def _init_gather(self) -> None:
         self._admin: QuotaAdminPort | None = None
@@ -151,6 +154,12 @@ class Gather:
         self._metrics_src: MetricsSource | None = None
         self._metrics_read_at = 0.0
         self._wait = self.settings.drift_interval
+        #: The brokers gave no answer to the last DescribeCluster (a pass's or a reachability check's).
+        self._unanswered = False
+        #: When the brokers last answered (a pass, a reachability check): the next check is due interval later.
+        self._answered_at = float("-inf")
+        #: The connection settings of the last attempt to reach the brokers (refusals are counted per credentials).
+        self._tried: ConnectionSettings | None = None
 
     def _every_record(self) -> Iterator[ResourceClaim]:
         """This cluster's quota resources, as the indexes hold them now, less those found gone."""
@@ -164,6 +173,7 @@ class Gather:
             cfg = await self._cluster()
         if cfg is None:
             raise ClusterNotReady(f"KafkaCluster {self.name!r} not found or not usable")
+        self._tried = cfg.connection
         with reading("the quota resources"):
             every = tuple(self._every_record())
         if self._ledger is None:
@@ -229,10 +239,62 @@ class Gather:
     async def _cluster_info(self, admin: QuotaAdminPort, fresh: bool) -> tuple[str, list[int]]:
         """The Kafka cluster's id and brokers' ids, re-read on full passes (at least once per drift interval)."""
         if fresh or self._brokers is None or self._cluster_id is None:
-            cluster_id, brokers = await asyncio.to_thread(admin.cluster_info)
+            try:
+                cluster_id, brokers = await asyncio.to_thread(admin.cluster_info)
+            except KafkaUnavailable:
+                self._unanswered = True
+                raise
+            self._unanswered = False
             self._cluster_id, self._brokers = cluster_id, brokers
             return cluster_id, brokers
         return self._cluster_id, self._brokers
+
+    # -- reachability --------------------------------------------------------------------
+
+    def reachability_due(self) -> float:
+        """When the next reachability check is due (monotonic seconds)."""
+        return self._answered_at + self.settings.reachability_interval
+
+    async def check_reachable(self) -> None:
+        """While idle: one DescribeCluster through the pass's admin client, answered within reachability_interval.
+
+        Raises KafkaUnavailable when it is not, as a pass would. The Kafka cluster's id or
+        brokers changed since the last pass: a full pass is due (it says the new broker count).
+        """
+        admin = self._admin
+        if admin is None:
+            self._answered_at = time.monotonic()
+            return
+        with reading("the Kafka cluster's id and brokers"):
+            found = await self._reach(admin)
+        if found != (self._cluster_id, self._brokers):
+            self._wake_full()
+
+    async def reach_again(self) -> None:
+        """While the brokers give no answer: the KafkaCluster resolved again (a corrected Secret is used), and one
+        DescribeCluster, connecting included, answered within reachability_interval; raises what a pass would."""
+        with reading("the KafkaCluster, its Secrets and Strimzi objects"):
+            cfg = await self._cluster()
+        if cfg is None:
+            raise ClusterNotReady(f"KafkaCluster {self.name!r} not found or not usable")
+        self._tried = cfg.connection
+        with reading("the Kafka cluster's id and brokers"):
+            await self._reach(self._admin_for(cfg))
+
+    async def _reach(self, admin: QuotaAdminPort) -> tuple[str, list[int]]:
+        timeout = self.settings.reachability_interval
+        try:
+            # The adapter keeps to the timeout; this bound is for an adapter that does not.
+            found = await asyncio.wait_for(asyncio.to_thread(admin.reachable, timeout), 2 * timeout + 1)
+        except KafkaUnavailable:
+            self._unanswered = True
+            raise
+        except TimeoutError:
+            self._unanswered = True
+            raise KafkaUnavailable(f"the brokers did not answer a DescribeCluster within {timeout:g}s") from None
+        self._unanswered = False
+        self._answered_at = time.monotonic()
+        return found
 
     def _refuse_duplicate(self, cluster_id: str) -> None:
         """Raise DuplicateCluster when an older KafkaCluster manages the same Kafka cluster.

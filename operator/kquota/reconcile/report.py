@@ -66,6 +66,11 @@ class Report(Observing, Events):
         self._rendered: dict[str, tuple[int, Outcome]] = {}
         #: Set by the drift check: the next full pass compares each stored status with what kquota wrote.
         self._check_stored = False
+        #: Status writes the last _write_statuses call could not make.
+        self._status_write_errors = 0
+        #: The failure last said on every resource, with the trigger count then (None: any status written since
+        #: says otherwise): the same failure again with nothing changed need not look at every status.
+        self._unavailable_said: tuple[Reason, str, int] | None = None
         self._init_observing()
         self._cluster_written: Mapping[str, Any] | None = None
         # The mass-removal guard's current hold (None: nothing held) and the last id announced.
@@ -90,6 +95,7 @@ class Report(Observing, Events):
         prune: bool = True,
         announced: set[str] | frozenset[str] = frozenset(),
     ) -> int:
+        self._unavailable_said = None
         now = _now()
         writes = []
         events = []
@@ -169,6 +175,7 @@ class Report(Observing, Events):
                 if uid not in live_uids:
                     del self._observed_held[uid]
             self._unsettled &= live_uids
+        self._status_write_errors = 0
         if not writes:
             return 0
 
@@ -184,6 +191,7 @@ class Report(Observing, Events):
 
         results = await gather_limited([write(r, s, p, o) for r, s, p, o in writes], self.settings.status_concurrency)
         errors = [r for r in results if isinstance(r, BaseException)]
+        self._status_write_errors = len(errors)
         for err in errors[:3]:
             log.warning("cluster %s: status write failed: %s", self.name, err)
         await gather_limited(

@@ -22,6 +22,20 @@ class OperatorSettings(BaseSettings):
         "(a lone change goes at once).",
     )
     retry_max_seconds: float = Field(30.0, gt=0, description="Longest backoff while Kafka is unreachable.")
+    reachability_interval: float = Field(
+        5.0,
+        gt=0,
+        description="Seconds between checks, while nothing else reaches the brokers, that they still answer (one "
+        "DescribeCluster, which must answer within as long): unanswered, the KafkaCluster and its resources say "
+        "KafkaUnavailable, and the check goes on at this interval until they answer again.",
+    )
+    auth_failures_to_stall: int = Field(
+        3,
+        ge=1,
+        description="Identical authentication failures in a row (the same credentials refused the same way) after "
+        "which the KafkaCluster and its resources are Stalled (AuthenticationFailed); kquota keeps retrying "
+        "with backoff, so corrected credentials recover by themselves.",
+    )
     rejected_retry_seconds: float = Field(
         300.0, gt=0, description="How long a broker-rejected value waits before a retry."
     )

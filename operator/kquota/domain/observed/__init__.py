@@ -5,7 +5,7 @@ Pure: the readers in :mod:`kquota.metrics` turn broker or Prometheus data into
 each resource's status says.
 
 * :mod:`~kquota.domain.observed.readings`: the normalized reading (quota buckets per broker, topic rates).
-* :mod:`~kquota.domain.observed.evidence`: one bucket over the window: latest rate, throttles seen
+* :mod:`~kquota.domain.observed.evidence`: one bucket over the window: its usage now, throttles seen
   (what counts as a throttle, given how the broker's throttle-time behaves).
 * :mod:`~kquota.domain.observed.attribution`: which entity's quota governs each bucket, as the broker decides.
 * :mod:`~kquota.domain.observed.usage`: a resource's usage per broker, in total, and its busiest clients.
@@ -21,7 +21,7 @@ The public names are importable from here.
 from __future__ import annotations
 
 from kquota.domain.observed.attribution import Attribution, attribute, owner
-from kquota.domain.observed.evidence import EVIDENCE_SHARE, QuotaSample, summarize
+from kquota.domain.observed.evidence import EVIDENCE_SHARE, QUOTA_WINDOW_SECONDS, QuotaSample, current_usage, summarize
 from kquota.domain.observed.quantize import exact, quantize
 from kquota.domain.observed.readings import (
     KEY_OF,
@@ -59,6 +59,7 @@ __all__ = [
     "NEAR_LIMIT",
     "NEAR_LIMIT_HYSTERESIS",
     "OVER_BUDGET",
+    "QUOTA_WINDOW_SECONDS",
     "RESOURCE_OF",
     "THROTTLED",
     "Attribution",
@@ -73,6 +74,7 @@ __all__ = [
     "TopicObserved",
     "TopicSample",
     "attribute",
+    "current_usage",
     "equivalent",
     "exact",
     "needs_observed_write",

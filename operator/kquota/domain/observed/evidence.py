@@ -1,4 +1,4 @@
-"""Throttle evidence: one quota bucket's readings summarized over the window (latest rate, throttles seen).
+"""Throttle evidence: one quota bucket's readings summarized over the window (its usage now, throttles seen).
 
 The broker's ``throttle-time`` is an average over the throttled requests of the
 last ``metrics.num.samples x metrics.sample.window.ms`` (2 x 30 s by default),
@@ -24,6 +24,7 @@ most about ``window + 11 s`` after the last throttle.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -31,14 +32,17 @@ from kquota.domain.observed.readings import QuotaResource, QuotaSeries
 
 #: A positive throttle average with usage at this share of the quota or more is a throttle now.
 EVIDENCE_SHARE: Final = 0.9
+#: Kafka's client quota window (quota.window.num x quota.window.size.seconds, 11 x 1 s by default): each
+#: rate reading is the broker's average over it, and usage is the highest reading of the latest one.
+QUOTA_WINDOW_SECONDS: Final = 11.0
 
 
 @dataclass(frozen=True, slots=True)
 class QuotaSample:
     """One bucket on one broker summarized over the window.
 
-    Rates are the latest reading in the window (the broker's own rate over its
-    quota window, so status agrees with the broker's metric at that moment);
+    Rates are the bucket's usage now (:func:`current_usage`: the highest of the
+    broker's readings over its latest quota window, each the broker's own rate);
     ``throttle_time_ms`` is the highest broker
     throttle-time average among the throttles seen in the window, 0 when
     there were none.
@@ -73,12 +77,34 @@ def _finite(v: float | None) -> bool:
     return v is not None and math.isfinite(v)
 
 
+def current_usage(readings: Sequence[tuple[float, float]]) -> float | None:
+    """A bucket's usage now, from its readings (time, rate) in the window: the highest of the latest
+    :data:`QUOTA_WINDOW_SECONDS`, and at least of the latest two readings.
+
+    Not the window's mean: the broker's rate is already an average over its quota window, and a mean
+    over a window that began quiet understates a client that saturates its quota now (status said 17%
+    while the broker read 4.5 MB/s of a 4 MiB quota). Not the latest reading alone either: Kafka's Rate
+    under-reads, never over-reads (a window with fewer than 10 samples left is padded to 10), and a
+    consumer held at its quota makes it under-read by up to ten times for about a second every 11 s: the
+    quota lets it take a window's worth at once, then throttles it until that sample expires, and the
+    next burst's first fetch alone is then divided by 10 s (97,000 B/s in one status write, 970,000 five
+    seconds later, issue #33). Any other reading of the last quota window shows the rate.
+    """
+    if not readings:
+        return None
+    latest = readings[-1][0]
+    recent = [v for t, v in readings if t >= latest - QUOTA_WINDOW_SECONDS]
+    if len(recent) < 2:
+        recent = [v for _, v in readings[-2:]]
+    return max(recent)
+
+
 def summarize(series: QuotaSeries, start: float, quota: float | None = None) -> QuotaSample:
     """Latest usage and the throttles seen since ``start`` (see the module docstring for the rules)."""
     prev_throttle: float | None = None
     seen_throttle = False
     last_activity: float | None = None
-    activity: list[float] = []
+    activity: list[tuple[float, float]] = []
     tokens: float | None = None
     throttles: list[float] = []
     for p in series.points:
@@ -88,7 +114,7 @@ def summarize(series: QuotaSeries, start: float, quota: float | None = None) -> 
         if p.t >= start:
             if _finite(p.activity):
                 assert p.activity is not None
-                activity.append(p.activity)
+                activity.append((p.t, p.activity))
             if _finite(p.tokens):
                 tokens = p.tokens
             v = p.throttle_ms
@@ -121,10 +147,7 @@ def summarize(series: QuotaSeries, start: float, quota: float | None = None) -> 
         if p.throttle_ms is not None:
             prev_throttle = p.throttle_ms
             seen_throttle = True
-    # The latest reading, not the window's mean: the broker's sensor is already a rate over its own
-    # quota window (11 s by default), and a mean over a window that began quiet understates a client
-    # that saturates its quota now (status said 17% while the broker read 4.5 MB/s of a 4 MiB quota).
-    mean = activity[-1] if activity else None
+    mean = current_usage(activity)
     share = mean / quota if mean is not None and quota is not None and quota > 0 else None
     res = series.resource
     return QuotaSample(
