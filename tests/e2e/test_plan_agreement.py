@@ -364,8 +364,13 @@ def plan_json(stack: Stack, workdir: Path, cluster: str, deleted: bool) -> dict[
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(args)
-    assert code in (0, 2), f"plan failed ({code}): {err.getvalue()}"
+    assert code in (0, 2, 3), f"plan failed ({code}): {err.getvalue()}"
     doc: dict[str, Any] = json.loads(out.getvalue())
+    # The exit code is the plan's verdict too: 3 exactly when the guard will hold a removal,
+    # 2 for other changes, 0 for none (the rows decide; `kquota plan --help`).
+    actions = {r["action"] for r in doc["rows"]}
+    want = 3 if "held" in actions else 2 if actions & {"add", "change", "remove"} else 0
+    assert code == want, f"plan exited {code} for the actions {sorted(actions)} (expected {want})"
     return doc
 
 

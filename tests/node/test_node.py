@@ -28,6 +28,7 @@ from harness.node import Node
 from harness.operator_proc import apply, apply_many, client_quota, wait_for
 
 from kquota.api.quantity import parse_quantity
+from kquota.domain.entities import Entity
 from kquota.kafka.admin import QuotaAdmin
 from kquota.kafka.settings import ConnectionSettings
 from kquota.reconcile import sizing
@@ -88,13 +89,25 @@ class Release:
         wait_for(matches, timeout, f"the broker's quota for {user} to be {expected}", interval=1.0,
                  on_timeout=lambda: seen + self.operator_logs())  # fmt: skip
 
-    def operator_logs(self) -> str:
+    def operator_logs(self, tail: int = 30, grep: tuple[str, ...] = ()) -> str:
         out = []
         for pod in self.pods():
             name = pod["metadata"]["name"]
-            logs = self.node.kubectl("logs", name, "-n", self.namespace, "--tail=30", check=False)
-            out.append(f"--- {name}\n{logs.stdout}{logs.stderr}")
+            logs = self.node.kubectl("logs", name, "-n", self.namespace, f"--tail={tail}", check=False)
+            lines = logs.stdout.splitlines(keepends=True)
+            if grep:
+                lines = [line for line in lines if any(g in line for g in grep)]
+            out.append(f"--- {name}\n{''.join(lines)}{logs.stderr}")
         return "\n".join(out)
+
+    def ledger_paths(self) -> set[str]:
+        """The entities (``users/x``) the operator's ownership ledger holds for this release's cluster."""
+        maps = self.node.get_json("configmaps", "-n", self.namespace, "-l", f"kquota.io/ledger={self.cluster}")
+        return {
+            Entity.from_parts(row["entity"]).path()
+            for cm in maps["items"]
+            for row in json.loads((cm.get("data") or {}).get("ledger.json") or '{"entries": []}').get("entries", [])
+        }
 
 
 @pytest.fixture(scope="module")
@@ -431,7 +444,10 @@ def test_recovery_then_uninstall_in_the_documented_order_leaves_nothing(release:
     reinstalled = time.monotonic()
     admin = QuotaAdmin(ConnectionSettings(bootstrap_servers=release.kafka.bootstrap))
     try:
-        assert admin.describe_all(), "the quotas the earlier tests set are not on the broker"
+        on_broker = {e.path() for e in admin.describe_all()}
+        assert on_broker, "the quotas the earlier tests set are not on the broker"
+        # What the ledger holds now, to tell a key it lost earlier from one a deletion left.
+        owned_before = release.ledger_paths()
         node.kubectl("delete", QUOTA_RESOURCES, "--all", "--all-namespaces", "--wait=false", timeout=300)
 
         def quota_resources_left() -> int:
@@ -450,7 +466,20 @@ def test_recovery_then_uninstall_in_the_documented_order_leaves_nothing(release:
                      timeout=180)  # fmt: skip
         uninstalled = time.monotonic()
         left = admin.describe_all_raw()
-        assert not left, f"quota keys left on the broker: {left[:5]}"
+        if left:
+            paths = [Entity.from_parts(dict(e.parts)).path() for e in left]
+            unowned = sorted(set(paths) - owned_before)
+            events = node.get_json("events", "--all-namespaces")["items"]
+            said = [
+                f"{e['reason']} {e['involvedObject'].get('name')}: {e.get('message', '')}"
+                for e in events
+                if any(p.split("/", 1)[1] in (e.get("message") or "") for p in paths[:20])
+            ]
+            raise AssertionError(
+                f"{len(left)} quota keys left on the broker, e.g. {left[:5]}; {len(unowned)} of them not in the "
+                f"ledger before the deletion (e.g. {unowned[:5]}; it held {len(owned_before)} of the "
+                f"{len(on_broker)} entities on the broker)\nevents naming them:\n" + "\n".join(said[:40])
+            )
     finally:
         admin.close()
     print(
