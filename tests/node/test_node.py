@@ -440,7 +440,12 @@ def test_recovery_then_uninstall_in_the_documented_order_leaves_nothing(release:
     node.kubectl("patch", "kafkacluster", release.cluster, "--type=merge", "-p", '{"metadata":{"finalizers":null}}')
     wait_for(lambda: not node.get_json("kafkaclusters")["items"], 30, "the Terminating KafkaCluster gone")
     image = images.ensure_operator_image()
-    helm_install(release.helm, release.name, release.namespace, install_values(image, release.kafka, release.cluster))
+    try:
+        helm_install(release.helm, release.name, release.namespace,
+                     install_values(image, release.kafka, release.cluster))  # fmt: skip
+    except AssertionError as exc:
+        pods = [(p["metadata"]["name"], p.get("status")) for p in release.pods()]
+        raise AssertionError(f"{exc}\npods: {pods}\n{release.operator_logs(tail=300)}") from exc
     reinstalled = time.monotonic()
     admin = QuotaAdmin(ConnectionSettings(bootstrap_servers=release.kafka.bootstrap))
     try:
