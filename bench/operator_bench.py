@@ -115,6 +115,15 @@ TARGETS_24: list[tuple[str, frozenset[int] | None, float]] = [
     ("rss_peak_mib", frozenset({50_000}), 600.0),
 ]
 
+# Issue #35's targets: start and restart cost what steady state costs.
+TARGETS_35: list[tuple[str, frozenset[int] | None, float]] = [
+    ("operator_only_vs_limit", frozenset({10_000}), 2.0),
+    ("operator_only_vs_limit", frozenset({50_000}), 3.0),
+    ("restart_peak_vs_steady", frozenset({10_000, 50_000}), 1.3),
+    ("change_p99_all", frozenset({10_000}), 0.3),
+    ("change_p99_all", frozenset({50_000}), 0.5),
+]
+
 
 @dataclass
 class SizeResult:
@@ -127,6 +136,8 @@ class SizeResult:
     latency_p50: float | None = None
     latency_p99: float | None = None
     latency_max: float | None = None
+    #: p99 over the single changes and those sent during a full pass together (#35's figure).
+    change_p99_all: float | None = None
     drift_seconds: list[float] = field(default_factory=list)
     rss_mib: float = 0.0
     rss_peak_mib: float = 0.0
@@ -159,6 +170,8 @@ class SizeResult:
     # until Kopf's indexes are complete, so its peak can exceed the cold start's.
     restart_rss_mib: float | None = None
     restart_rss_peak_mib: float | None = None
+    #: The restart's peak RSS over the steady RSS once all were Ready (#35: a restart costs what steady state costs).
+    restart_peak_vs_steady: float | None = None
     idle_default_drift_interval: float | None = None
     #: Seconds the shipped-defaults figures were measured over (whole drift intervals).
     idle_default_seconds: float | None = None
@@ -559,6 +572,8 @@ def run_size(
             res.full_pass_change_latencies = full
             res.full_pass_change_p50 = statistics.median(full)
             res.full_pass_change_max = max(full)
+            together = sorted(latencies + full)
+            res.change_p99_all = together[min(len(together) - 1, int(len(together) * 0.99))]
         res.ledger_shards, res.ledger_bytes = _ledger_size(kube, "bench")
 
         for k in range(drift_runs):
@@ -600,6 +615,7 @@ def run_size(
         _settled(operator)
         _cpu_quiet(operator.proc.pid)
         res.restart_rss_mib, res.restart_rss_peak_mib, _ = _proc_stats(operator.proc.pid)
+        res.restart_peak_vs_steady = res.restart_rss_peak_mib / res.rss_mib if res.rss_mib else None
 
         # 8. Standing still with the shipped defaults, after a restart (its first passes settle first).
         if idle_seconds > 0:
@@ -915,10 +931,12 @@ def main() -> int:
             f"{r.ledger_shards:>7} {r.ledger_bytes / 1024:8.0f}"
         )
     verdicts = [v for r in results for v in _verdicts(r)]
-    print("\ntargets (issue #24)")
-    for v in verdicts:
-        shown = "-" if v["value"] is None else f"{v['value']:.3g}"
-        print(f"{v['n']:>7} {v['figure']:<40} {shown:>8} <= {v['limit']:<6g} {v['verdict']}")
+    verdicts_35 = [v for r in results for v in _verdicts(r, TARGETS_35)]
+    for title, found in (("issue #24", verdicts), ("issue #35", verdicts_35)):
+        print(f"\ntargets ({title})")
+        for v in found:
+            shown = "-" if v["value"] is None else f"{v['value']:.3g}"
+            print(f"{v['n']:>7} {v['figure']:<40} {shown:>8} <= {v['limit']:<6g} {v['verdict']}")
     doc = {
         "machine": {"node": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version()},
         "drift_interval_seconds": args.drift_interval,
@@ -928,6 +946,7 @@ def main() -> int:
         },
         "targets": TARGETS,
         "verdicts": verdicts,
+        "verdicts_35": verdicts_35,
         "results": [asdict(r) for r in results],
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -936,10 +955,12 @@ def main() -> int:
     return 0
 
 
-def _verdicts(r: SizeResult) -> list[dict[str, Any]]:
-    """Each #24 target that applies to this size: the figure, its limit, and met / missed / not measured."""
+def _verdicts(
+    r: SizeResult, targets: list[tuple[str, frozenset[int] | None, float]] | None = None
+) -> list[dict[str, Any]]:
+    """Each target that applies to this size: the figure, its limit, and met / missed / not measured."""
     out: list[dict[str, Any]] = []
-    for figure, sizes, limit in TARGETS_24:
+    for figure, sizes, limit in TARGETS_24 if targets is None else targets:
         if sizes is not None and r.n not in sizes:
             continue
         value = getattr(r, figure)

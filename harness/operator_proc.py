@@ -51,6 +51,8 @@ class OperatorProcess:
     metrics_port: int = 0
     liveness_port: int = 0
     starts: int = 0
+    #: A command prefix the operator runs under (e.g. harness.cgroup.MemoryCgroup.wrap).
+    wrapper: Callable[[list[str]], list[str]] | None = None
 
     def start(self, timeout: float = 60) -> OperatorProcess:
         self.metrics_port = procs.free_port()
@@ -70,9 +72,10 @@ class OperatorProcess:
             env.update(SUITE_SETTINGS)
         env.update(self.extra_env or {})
         self.starts += 1
+        argv = [sys.executable, "-m", "kquota.cli.main", "operator", *(["--verbose"] if self.verbose else [])]
         self.proc = procs.Process(
             "kquota-operator",
-            [sys.executable, "-m", "kquota.cli.main", "operator", *(["--verbose"] if self.verbose else [])],
+            self.wrapper(argv) if self.wrapper is not None else argv,
             self.workdir / f"operator-{self.starts}.log",
             env=env,
         )

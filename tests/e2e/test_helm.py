@@ -516,3 +516,16 @@ def test_kind_quickstart_manifests_are_valid(kube: KubeAPIServer, helm: Helm) ->
     kube.kubectl("create", "namespace", "kafka", check=False)
     body = json.dumps({"apiVersion": "v1", "kind": "List", "items": [d for d in docs if d["kind"] != "Namespace"]})
     kube.kubectl("apply", "--dry-run=server", "-f", "-", input=body)
+
+
+@pytest.mark.parametrize("resources", [0, 2_500, 10_000, 50_000])
+def test_memory_derives_from_expected_resources_as_the_operator_computes_it(helm: Helm, resources: int) -> None:
+    from kquota.reconcile import sizing
+
+    (deployment,) = find(render(helm, {"expectedResources": resources}), "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"]["requests"]["memory"] == f"{sizing.need_mib(resources)}Mi"
+    assert container["resources"]["limits"]["memory"] == f"{sizing.limit_mib(resources)}Mi"
+    # Set by hand, a value wins.
+    (deployment,) = find(render(helm, {"resources": {"limits": {"memory": "3Gi"}}}), "Deployment")
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"] == "3Gi"

@@ -27,9 +27,11 @@ from harness.kafka_cluster import KafkaCluster
 from harness.node import Node
 from harness.operator_proc import apply, apply_many, client_quota, wait_for
 
+from kquota.api.quantity import parse_quantity
 from kquota.domain.entities import Entity
 from kquota.kafka.admin import QuotaAdmin
 from kquota.kafka.settings import ConnectionSettings
+from kquota.reconcile import sizing
 from tests.e2e.test_helm import CHART, Helm
 
 pytestmark = pytest.mark.node
@@ -296,7 +298,14 @@ def test_operator_memory_from_the_kubelet_summary_api(release: Release) -> None:
         if container["name"] == "operator"
     }
     assert len(used) == 2, summary["pods"]
-    limit = 512 * 1024 * 1024
+    # The limit the chart set (derived from expectedResources), as the pods carry it.
+    (limit,) = {
+        parse_quantity(c["resources"]["limits"]["memory"])
+        for pod in release.pods()
+        for c in pod["spec"]["containers"]
+        if c["name"] == "operator"
+    }
+    assert limit == sizing.limit_mib(10000) * 2**20, limit
     print(f"\noperator working set (MiB): { {k: round(v / 2**20, 1) for k, v in used.items()} }")
     assert all(0 < v < limit for v in used.values()), used
 
@@ -431,7 +440,12 @@ def test_recovery_then_uninstall_in_the_documented_order_leaves_nothing(release:
     node.kubectl("patch", "kafkacluster", release.cluster, "--type=merge", "-p", '{"metadata":{"finalizers":null}}')
     wait_for(lambda: not node.get_json("kafkaclusters")["items"], 30, "the Terminating KafkaCluster gone")
     image = images.ensure_operator_image()
-    helm_install(release.helm, release.name, release.namespace, install_values(image, release.kafka, release.cluster))
+    try:
+        helm_install(release.helm, release.name, release.namespace,
+                     install_values(image, release.kafka, release.cluster))  # fmt: skip
+    except AssertionError as exc:
+        pods = [(p["metadata"]["name"], p.get("status")) for p in release.pods()]
+        raise AssertionError(f"{exc}\npods: {pods}\n{release.operator_logs(tail=300)}") from exc
     reinstalled = time.monotonic()
     admin = QuotaAdmin(ConnectionSettings(bootstrap_servers=release.kafka.bootstrap))
     try:

@@ -1,28 +1,22 @@
-"""The quota index handler: which events wake the reconciler, and what the index keeps.
+"""kquota's index of the quota resources: which events wake the reconciler, and what it keeps.
 
 A spec change (new generation), a deletion, a first sight and a label or
 annotation a user sets wake the cluster's reconciler and re-parse the object;
 an event that changed only status or the operator's own bookkeeping (the echo
 of its status write, Kopf's finalizer and progress notes) keeps the parsed
-record with the new status and wakes nothing.
-Kopf's per-object memo is a shallow copy of the operator memo (``operator_memo``),
-as Kopf hands it over: the shared state is the same object in every copy.
+record with the new status and wakes nothing. A deletion the watch delivers,
+and an object a new list lacks, leave the index and wake the reconciler.
 """
 
 from __future__ import annotations
 
-import asyncio
-import copy
-from collections.abc import Iterator
 from typing import Any
 
-import kopf
 import pytest
 
 from kquota.domain.entities import Entity
 from kquota.domain.stored_status import StoredStatus
-from kquota.handlers import operator as handlers
-from kquota.reconcile.settings import OperatorSettings
+from kquota.reconcile.claim_index import ClaimIndex
 from tests.support.engine import Broker, Kube
 from tests.support.engine import engine as support_engine
 from tests.support.quotas import P
@@ -35,29 +29,18 @@ class Engine:
         self.triggered: list[str | None] = []
         self.written: dict[str, StoredStatus] = {}
 
-    def trigger(self, uid: str | None = None) -> None:
-        self.triggered.append(uid)
-
-    def written_status(self, uid: str) -> StoredStatus | None:
-        return self.written.get(uid)
-
-
-OPERATOR_MEMO = handlers.operator_memo(OperatorSettings())
-
 
 @pytest.fixture
-def engine() -> Iterator[Engine]:
-    fake = Engine()
-    handlers.state(OPERATOR_MEMO).engines["c1"] = fake  # type: ignore[assignment]
-    try:
-        yield fake
-    finally:
-        handlers.state(OPERATOR_MEMO).engines.pop("c1", None)
+def engine() -> Engine:
+    return Engine()
 
 
-def object_memo() -> kopf.Memo:
-    """What Kopf gives each object: a shallow copy of the operator's memo."""
-    return copy.copy(OPERATOR_MEMO)
+def claims(engine: Engine) -> ClaimIndex:
+    return ClaimIndex(
+        "default",
+        lambda cluster, uid: engine.triggered.append(uid) if cluster == "c1" else None,
+        lambda cluster, uid: engine.written.get(uid),
+    )
 
 
 def body(rate: int = 100, generation: int = 1, **extra: Any) -> dict[str, Any]:
@@ -79,19 +62,20 @@ def body(rate: int = 100, generation: int = 1, **extra: Any) -> dict[str, Any]:
     }
 
 
-def index(obj: dict[str, Any], memo: kopf.Memo) -> Any:
-    fn = handlers._index("ClientQuota")
-    return asyncio.run(fn(body=kopf.Body(obj), memo=memo))["c1"]
+def index(obj: dict[str, Any], idx: ClaimIndex) -> Any:
+    idx.upsert("ClientQuota", obj)
+    (rec,) = [r for r in idx.get("c1", ()) if r.ref.uid == obj["metadata"]["uid"]]
+    return rec
 
 
 def test_first_sight_parses_and_wakes_the_reconciler(engine: Engine) -> None:
-    rec = index(body(), object_memo())
+    rec = index(body(), claims(engine))
     assert engine.triggered == ["u-1"]
     assert rec.entries == ((Entity.for_user("alice"), {P: 100.0}),)
 
 
 def test_a_status_echo_keeps_the_record_takes_the_status_and_wakes_nothing(engine: Engine) -> None:
-    memo = object_memo()
+    memo = claims(engine)
     first = index(body(), memo)
     status = {"observedGeneration": 1, "conditions": [{"type": "Ready", "status": "True"}]}
     echo = body(status=status, metadata={"resourceVersion": "11", "finalizers": ["kquota.io/finalizer"]})
@@ -102,7 +86,7 @@ def test_a_status_echo_keeps_the_record_takes_the_status_and_wakes_nothing(engin
 
 
 def test_the_echo_of_what_kquota_wrote_keeps_one_copy_of_the_status(engine: Engine) -> None:
-    memo = object_memo()
+    memo = claims(engine)
     index(body(), memo)
     status = {"observedGeneration": 1, "applied": {"values": {"producer_byte_rate": 100.0}, "cluster": "c1"}}
     engine.written["u-1"] = written = StoredStatus.written(status)
@@ -116,7 +100,7 @@ def test_the_echo_of_what_kquota_wrote_keeps_one_copy_of_the_status(engine: Engi
 
 
 def test_a_spec_change_is_parsed_again_and_wakes_the_reconciler(engine: Engine) -> None:
-    memo = object_memo()
+    memo = claims(engine)
     index(body(), memo)
     rec = index(body(rate=200, generation=2), memo)
     assert engine.triggered == ["u-1", "u-1"]
@@ -124,24 +108,49 @@ def test_a_spec_change_is_parsed_again_and_wakes_the_reconciler(engine: Engine) 
 
 
 def test_a_deletion_wakes_the_reconciler(engine: Engine) -> None:
-    memo = object_memo()
+    memo = claims(engine)
     index(body(), memo)
     rec = index(body(metadata={"deletionTimestamp": "2026-11-24T01:00:00Z"}), memo)
     assert engine.triggered == ["u-1", "u-1"]
     assert rec.deleting
 
 
-def test_each_object_has_its_own_memo(engine: Engine) -> None:
-    # Kopf gives every object a shallow copy of the operator's memo: one object's
-    # record must never stand in for another's.
-    index(body(), object_memo())
+def test_a_deletion_the_watch_delivers_drops_the_claim_and_wakes_the_reconciler(engine: Engine) -> None:
+    idx = claims(engine)
+    index(body(), idx)
+    idx.delete("ClientQuota", body())
+    assert engine.triggered == ["u-1", "u-1"]
+    assert list(idx.get("c1", ())) == [] and "u-1" not in idx.records
+
+
+def test_an_object_a_new_list_lacks_was_deleted_unseen(engine: Engine) -> None:
+    idx = claims(engine)
+    idx.expect("ClientQuota", None)
+    index(body(), idx)
     other = body()
     other["metadata"]["uid"] = "u-2"
-    rec = index(other, object_memo())
-    assert engine.triggered == ["u-1", "u-2"]
-    assert rec.ref.uid == "u-2"
-    assert set(handlers.state(OPERATOR_MEMO).records) >= {"u-1", "u-2"}, "the shared state saw both"
-    assert handlers._MEMO_KEY not in OPERATOR_MEMO, "an object's record stayed in its own memo"
+    index(other, idx)
+    assert not idx.synced.is_set(), "not synced before the first complete list"
+    idx.listed("ClientQuota", None, {"u-1", "u-2"})
+    assert idx.synced.is_set()
+    # After an expired watch the kind is listed again: u-2 is missing from it.
+    idx.listed("ClientQuota", None, {"u-1"})
+    assert [r.ref.uid for r in idx.get("c1", ())] == ["u-1"]
+    assert engine.triggered == ["u-1", "u-2", "u-2"]
+    # A list of another kind, or of one namespace, leaves the rest alone.
+    idx.listed("TopicQuota", None, set())
+    idx.listed("ClientQuota", "elsewhere", set())
+    assert [r.ref.uid for r in idx.get("c1", ())] == ["u-1"]
+
+
+def test_synced_waits_for_every_scope(engine: Engine) -> None:
+    idx = claims(engine)
+    idx.expect("ClientQuota", "a")
+    idx.expect("ClientQuota", "b")
+    idx.listed("ClientQuota", "a", set())
+    assert not idx.synced.is_set()
+    idx.forget_scope("ClientQuota", "b")
+    assert idx.synced.is_set()
 
 
 @pytest.mark.parametrize(
@@ -158,7 +167,7 @@ def test_each_object_has_its_own_memo(engine: Engine) -> None:
 def test_metadata_changes_a_user_makes_wake_the_reconciler(
     engine: Engine, metadata: dict[str, Any], wakes: bool
 ) -> None:
-    memo = object_memo()
+    memo = claims(engine)
     index(body(), memo)
     index(body(metadata=metadata), memo)
     assert engine.triggered == (["u-1", "u-1"] if wakes else ["u-1"])
@@ -171,3 +180,25 @@ def test_a_kafkacluster_change_asks_its_reconciler_for_a_full_pass() -> None:
         eng.cluster_seen(version)
         seen.append(eng._pending)
     assert seen == [0, 0, 1, 2, 2], "first sight and repeats are no change; a generation or an approval is"
+
+
+def test_an_object_gone_without_being_seen_terminating_is_named_as_vanished(engine: Engine) -> None:
+    vanished: list[str] = []
+    idx = ClaimIndex(
+        "default",
+        lambda c, u: engine.triggered.append(u),
+        lambda c, u: None,
+        None,
+        lambda r: vanished.append(r.ref.uid),
+    )
+    index(body(), idx)
+    terminating = body(metadata={"uid": "u-2", "deletionTimestamp": "2026-11-24T01:00:00Z"})
+    index(terminating, idx)
+    idx.delete("ClientQuota", terminating)  # released by its finalizer: seen Terminating first
+    idx.delete("ClientQuota", body())  # gone at once: no finalizer held it
+    assert vanished == ["u-1"]
+    idx.expect("ClientQuota", None)
+    other = body(metadata={"uid": "u-3"})
+    index(other, idx)
+    idx.listed("ClientQuota", None, set())  # a list after an expired watch lacks it
+    assert vanished == ["u-1", "u-3"]

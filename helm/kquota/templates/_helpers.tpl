@@ -145,3 +145,22 @@ listed (the User Operator's users decide what kquota may not touch).
 {{- end -}}
 {{- toJson $byNs -}}
 {{- end -}}
+
+{{/*
+The operator container's resources: .Values.resources, with the memory request and limit derived
+from .Values.expectedResources where they are not set (kquota.reconcile.sizing: 130 MiB plus 24 KiB
+per resource at the start-up peak; the limit 25% above; tests/unit/test_sizing.py checks both agree).
+*/}}
+{{- define "kquota.resources" -}}
+{{- $res := deepCopy (.Values.resources | default dict) -}}
+{{- $n := int (.Values.expectedResources | default 0) -}}
+{{- $need := add 130 (div (add (mul $n 24) 1023) 1024) -}}
+{{- $limit := div (add (mul $need 125) 99) 100 -}}
+{{- $requests := get $res "requests" | default dict -}}
+{{- if not (hasKey $requests "memory") }}{{ $_ := set $requests "memory" (printf "%dMi" $need) }}{{ end -}}
+{{- $_ := set $res "requests" $requests -}}
+{{- $limits := get $res "limits" | default dict -}}
+{{- if not (hasKey $limits "memory") }}{{ $_ := set $limits "memory" (printf "%dMi" $limit) }}{{ end -}}
+{{- $_ := set $res "limits" $limits -}}
+{{- toYaml $res -}}
+{{- end -}}

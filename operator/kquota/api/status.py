@@ -210,7 +210,10 @@ class KafkaClusterStatus(StatusModel):
         "manages the same Kafka cluster (same clusterId): nothing is read or changed through this one. "
         "Ready=False, Stalled=True with reason LedgerFromNewerOperator when its ownership ledger is in a format "
         "a newer kquota wrote (a downgrade): nothing is changed on the brokers until the operator is upgraded "
-        "again or the ledger ConfigMaps are restored from before the upgrade.",
+        "again or the ledger ConfigMaps are restored from before the upgrade. "
+        "Ready=False, Stalled=True with reason InsufficientMemory when the operator's memory limit cannot hold "
+        "the quota resources it found at start-up (it would be OOM-killed at every start): it reconciles "
+        "nothing, and the message gives the limit to set.",
         json_schema_extra=_CONDITIONS_EXTRA,
     )
     brokers: int | None = Field(None, ge=0, description="Number of brokers in the cluster.")

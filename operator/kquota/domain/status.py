@@ -65,10 +65,12 @@ class Reason(enum.StrEnum):
     OWNED_BY_STRIMZI = "OwnedByStrimzi"
     #: The cluster's ownership ledger is in a format a newer kquota wrote: nothing is changed until it is readable.
     LEDGER_FROM_NEWER_OPERATOR = "LedgerFromNewerOperator"
+    #: KafkaCluster only: the operator's memory limit cannot hold the quota resources it found; it reconciles nothing.
+    INSUFFICIENT_MEMORY = "InsufficientMemory"
 
 
 #: Reasons only a KafkaCluster's status carries, never a quota resource's.
-CLUSTER_ONLY = frozenset({Reason.REMOVALS_HELD})
+CLUSTER_ONLY = frozenset({Reason.REMOVALS_HELD, Reason.INSUFFICIENT_MEMORY})
 
 #: Failures that retrying cannot fix: the user must change something. (NotAuthorized
 #: is still retried with backoff, so granting the ACL is enough, but nothing
@@ -98,6 +100,8 @@ STALLED = frozenset(
         Reason.OWNED_BY_STRIMZI,
         # Upgrade the operator again, or restore the ledger: an older operator never guesses.
         Reason.LEDGER_FROM_NEWER_OPERATOR,
+        # Give the operator more memory: restarting it as it is would only be OOM-killed again.
+        Reason.INSUFFICIENT_MEMORY,
         # An admin approves the held removals (the approval command is in the message).
         Reason.REMOVAL_HELD,
     }

@@ -2,14 +2,20 @@
 
 Shape, and why:
 
-* **Indexes are the store.** Every quota resource is kept in a Kopf index as a
-  parsed :class:`~kquota.domain.claims.ResourceClaim`, keyed by cluster.
-  Kopf fills all indexes from the initial listing *before* any handler or daemon
-  runs, so after a restart the reconciler never plans against a half-read
-  desired state (which would remove keys and put them back).
-* **Every change a user makes triggers, nothing else.** Create, update and
-  resume all reach the index function, which re-parses the object and wakes
-  its cluster's reconciler, naming the resource so the pass can be narrow; an
+* **kquota's own index is the store.** Every quota resource is kept in a
+  :class:`~kquota.reconcile.claim_index.ClaimIndex` as a parsed
+  :class:`~kquota.domain.claims.ResourceClaim`, keyed by cluster, fed by kquota's
+  own list-and-watch of each quota kind (:mod:`~kquota.k8s.informer`), which runs
+  from start-up in every replica, the standby included: a failover finds the
+  index warm. A reconciler plans only once every kind's first list is in (never
+  against a half-read desired state, which would remove keys and put them back),
+  but never waits for Kopf's own listing, and no object's event is held until
+  all are read (Kopf's indexes did both: the restart's memory peak and most of
+  its start time at 10,000 resources). Kopf still watches the quota kinds, for
+  their finalizers and deletion handlers.
+* **Every change a user makes triggers, nothing else.** The index parses an
+  object again when its spec, deletion or user metadata changed and wakes its
+  cluster's reconciler, naming the resource so the pass can be narrow; an
   event that changed only status or the operator's own bookkeeping (the echo
   of a status write, Kopf's finalizer) keeps the parsed record, takes the new
   status and wakes nothing. A KafkaCluster whose spec changed (new
@@ -23,10 +29,10 @@ Shape, and why:
   stays in the operator's namespace, so recreating it picks up where it left).
 * **Deletion holds a finalizer** until the resource's keys are gone from the
   brokers, so GitOps tools see a deletion complete only when it really is.
-  A resource that vanished without Kopf seeing it go (deleted without the
-  finalizer while a watch could not resume) stays in Kopf's index; the ghost
-  sweeper (:mod:`~kquota.reconcile.ghosts`) finds it against the API server's
-  listings and the reconcilers leave it out, so its keys are removed.
+  A resource that vanished while a watch could not resume leaves the index at
+  the informer's next list; the ghost sweeper (:mod:`~kquota.reconcile.ghosts`)
+  checks the index against the API server's listings once per drift interval as
+  well, and the reconcilers leave such a ghost out, so its keys are removed.
 * **State lives in Kopf's memo.** The operator's memo carries one
   :class:`OperatorState` (made by :func:`operator_memo`, filled by the startup
   handler); Kopf gives every object a shallow copy of that memo, so every
@@ -38,9 +44,9 @@ Shape, and why:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
@@ -50,14 +56,18 @@ from kquota.api.manifest import QUOTA_KINDS
 from kquota.api.resource import GROUP, VERSION
 from kquota.domain.claims import ResourceClaim, claim_from_body
 from kquota.domain.guard import APPROVAL_ANNOTATION
+from kquota.domain.status import Reason
 from kquota.domain.status_format import read_status
 from kquota.domain.stored_status import StoredStatus
 from kquota.handlers.diffbase import NoDiffBase
+from kquota.handlers.scopes import NamespaceScopes
 from kquota.k8s import published
 from kquota.k8s.api import Kube, connect
 from kquota.k8s.ledger import LedgerStore
 from kquota.kafka.errors import KafkaUnavailable
+from kquota.reconcile import sizing
 from kquota.reconcile.build import ClusterResolver
+from kquota.reconcile.claim_index import ClaimIndex
 from kquota.reconcile.engine import ClusterReconciler, ReconcilerStopped
 from kquota.reconcile.ghosts import GhostSweeper
 from kquota.reconcile.orphans import OrphanReporter, RecordStore
@@ -69,6 +79,10 @@ log = logging.getLogger(__name__)
 FINALIZER = "kquota.io/finalizer"
 #: Kopf keeps its handler progress in annotations under this prefix.
 ANNOTATION_PREFIX = "kquota.io"
+#: How long one of Kopf's per-object workers waits for another event before it exits (and frees the last).
+WORKER_IDLE_SECONDS = 0.5
+#: How long start-up waits for kquota's index before Kopf starts watching anyway.
+STARTUP_SYNC_SECONDS = 120.0
 #: Resources per page when Kopf lists a kind (its initial listing, and again after a watch expired).
 LIST_CHUNK = 500
 
@@ -91,8 +105,12 @@ class OperatorState:
     #: Resources found deleted although Kopf's indexes still hold them (their deletion went unseen), by uid.
     gone: dict[str, ResourceClaim] = field(default_factory=dict)
     ghosts: GhostSweeper | None = None
-    #: Kopf's quota indexes, kept by the first reconciler (to tell a ghost from a deletion Kopf saw).
-    indexes: tuple[Mapping[str, Iterable[ResourceClaim]], ...] | None = None
+    #: kquota's index of the quota resources (made by the startup handler).
+    claims: ClaimIndex | None = None
+    #: The informers feeding it: one task per quota kind and watched namespace.
+    informers: NamespaceScopes | None = None
+    #: Why this operator reconciles nothing (its memory limit cannot hold the resources), else None.
+    refused: str | None = None
 
 
 #: The operator memo's key for the :class:`OperatorState`.
@@ -126,6 +144,10 @@ def configure_kopf(settings: kopf.OperatorSettings) -> None:
     # 10,000 resources are tens of MB of JSON read whole and decoded at once, a peak the
     # process keeps as RSS (Python returns little of it). In pages, one page at a time.
     settings.watching.chunk_size = LIST_CHUNK
+    # Kopf runs one worker per object, which keeps that object's last event (the whole body) while it
+    # idles for more: 5 s by default, so a start-up listing of 10,000 resources held all 10,000 bodies
+    # at once (the restart's memory peak). A worker that idles briefly lets each go once handled.
+    settings.queueing.idle_timeout = WORKER_IDLE_SECONDS
     settings.watching.client_timeout = 330
     settings.networking.request_timeout = 60
     # The replicas agree through the one ClusterKopfPeering the chart creates, also when the operator
@@ -145,6 +167,26 @@ async def _startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -
     st.orphans = OrphanReporter(st.kube, ours, st.records, st.cluster_facts.keys())
     st.orphans.start()
     kube = st.kube
+    st.claims = ClaimIndex(
+        ours.default_cluster,
+        lambda cluster, uid: _wake(st, cluster, uid),
+        lambda cluster, uid: _written(st, cluster, uid),
+        st.records,
+        lambda rec: _vanished(st, rec),
+    )
+    st.informers = NamespaceScopes(kube, st.claims, ours.watch_namespaces)
+    # Before anything is read in bulk: can this process hold what it is about to read?
+    st.refused = sizing.refusal(await st.informers.count(), sizing.cgroup_memory_limit())
+    if st.refused is not None:
+        log.error("%s", st.refused)
+        return
+    await st.informers.start()
+    # Kopf starts its watches once the startup handlers are done: its own listing of every quota
+    # resource (for the finalizers) then follows kquota's instead of overlapping it, so the two never
+    # hold their pages at once (the restart's memory peak). Bounded: an API server that does not
+    # answer must not keep Kopf from starting (the reconcilers wait for the index themselves).
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(st.claims.synced.wait(), timeout=STARTUP_SYNC_SECONDS)
     st.ghosts = GhostSweeper(
         kube.list_cluster_uids, QUOTA_KINDS.values(), st.records, lambda rec: _found_gone(st, rec), ours.drift_interval
     )
@@ -175,6 +217,8 @@ async def _cleanup(memo: kopf.Memo, **_: Any) -> None:
         await st.orphans.stop()
     if st.ghosts is not None:
         await st.ghosts.stop()
+    if st.informers is not None:
+        await st.informers.stop()
     # Out of st.engines first: a deletion waiting on one decides again and must not find it.
     engines = list(st.engines.values())
     st.engines.clear()
@@ -184,77 +228,36 @@ async def _cleanup(memo: kopf.Memo, **_: Any) -> None:
         await st.kube.close()
 
 
-#: Where the index keeps an object's last parsed record, in Kopf's per-object memo
-#: (Kopf drops the memo when the object is gone).
-_MEMO_KEY = "kquota_record"
+def _wake(st: OperatorState, cluster: str, uid: str) -> None:
+    """A resource changed: wake its cluster's reconciler, naming it (a narrow pass)."""
+    engine = st.engines.get(cluster)
+    if engine is not None:
+        engine.trigger(uid)
 
 
-def _version(body: kopf.Body) -> tuple[Any, ...]:
-    """What a change must touch to wake a pass.
-
-    The spec (its generation), deletion and the creation time (the conflict
-    rule's age) are what the record is parsed from. A user's own labels and
-    annotations count too, so ``kubectl annotate`` asks for a pass. Left out:
-    status, finalizers and the ``kquota.io/`` annotations, which are Kopf's
-    progress notes (its storage prefix) and the advisor's provenance.
-    """
-    meta = body.get("metadata", {})
-    annotations = meta.get("annotations") or {}
-    user_metadata = (
-        tuple(sorted((k, v) for k, v in annotations.items() if not k.startswith(f"{ANNOTATION_PREFIX}/"))),
-        tuple(sorted((meta.get("labels") or {}).items())),
-    )
-    # A hash, not the values: kubectl apply keeps the whole object in an
-    # annotation, and the memo lives as long as the object.
-    return (
-        meta.get("generation"),
-        bool(meta.get("deletionTimestamp")),
-        meta.get("creationTimestamp"),
-        hash(user_metadata),
-    )
-
-
-def _index(kind: str) -> Any:
-    # async on purpose: Kopf runs sync handlers in executor threads, and the
-    # trigger below must run on the event loop (asyncio.Event is not thread-safe).
-    async def index(body: kopf.Body, memo: kopf.Memo, **_: Any) -> dict[str, ResourceClaim]:
-        st = state(memo)
-        version = _version(body)
-        last = memo.get(_MEMO_KEY)
-        if last is not None and last[0] == version:
-            # Only status or the operator's own bookkeeping changed: the echo of a
-            # status write, or Kopf adding its finalizer. Nothing to plan, so no pass
-            # is woken; the full pass on the drift timer still sees everything.
-            prev: ResourceClaim = last[1]
-            engine = st.engines.get(prev.cluster)
-            # Read back as kquota wrote it (the usual echo): the reconciler's copy, not a second one.
-            written = engine.written_status(prev.ref.uid) if engine is not None else None
-            rec = replace(prev, status=StoredStatus.of(body.get("status"), same=written))
-        else:
-            rec = claim_from_body(kind, body, st.settings.default_cluster)
-            engine = st.engines.get(rec.cluster)
-            if engine is not None:
-                engine.trigger(rec.ref.uid)
-        memo[_MEMO_KEY] = (version, rec)
-        st.records[rec.ref.uid] = rec
-        return {rec.cluster: rec}
-
-    index.__name__ = f"{kind.lower()}_index"
-    return index
+def _written(st: OperatorState, cluster: str, uid: str) -> StoredStatus | None:
+    """The status kquota last wrote to ``uid`` (a read-back status is then shared, not copied)."""
+    engine = st.engines.get(cluster)
+    return engine.written_status(uid) if engine is not None else None
 
 
 def _found_gone(st: OperatorState, rec: ResourceClaim) -> None:
     """A resource is gone from the API server (the ghost sweeper's word): release its keys.
 
-    Kopf saw most such deletions (a resource deleted without kquota's finalizer):
-    its index dropped the record, only :attr:`OperatorState.records` kept it, and
-    there is nothing more to do. One the index still holds is a ghost: the
+    The informers see most such deletions (a resource deleted without kquota's
+    finalizer): the index dropped the record and there is nothing more to do. One
+    the index still holds is a ghost: the
     reconcilers leave it out from now on, and a pass removes its keys, with a
     QuotaRemoved event on the KafkaCluster naming it.
     """
-    uid = rec.ref.uid
-    if st.indexes is not None and not any(r.ref.uid == uid for index in st.indexes for r in index.get(rec.cluster, ())):
+    if st.claims is not None and not st.claims.holds(rec.ref.uid):
         return
+    _vanished(st, rec)
+
+
+def _vanished(st: OperatorState, rec: ResourceClaim) -> None:
+    """Left out from now on; its keys are removed by the pass this wakes, as a gone resource's."""
+    uid = rec.ref.uid
     st.gone[uid] = rec
     log.warning(
         "%s %s/%s was deleted while the operator could not see it (gone from the API server, "
@@ -304,6 +307,9 @@ def _delete(kind: str) -> Any:
     async def delete(body: kopf.Body, memo: kopf.Memo, **kwargs: Any) -> None:
         st = state(memo)
         rec = claim_from_body(kind, body, st.settings.default_cluster)
+        if st.refused is not None:
+            # Nothing is reconciled, so nothing can be released: hold the finalizer, with the reason.
+            raise kopf.TemporaryError(f"kquota reconciles nothing: {st.refused}", delay=30)
         while True:
             engine = st.engines.get(rec.cluster)
             if engine is None and rec.cluster in kwargs["kafkaclusters_index"]:
@@ -340,7 +346,6 @@ def _delete(kind: str) -> Any:
 
 
 for _kind, _plural in QUOTA_KINDS.items():
-    kopf.index(GROUP, VERSION, _plural, id=f"{_plural}_index")(_index(_kind))
     kopf.on.delete(GROUP, VERSION, _plural, id=f"{_plural}_delete")(_delete(_kind))
 
 
@@ -377,12 +382,12 @@ async def cluster_reconciler(
     st = state(memo)
     kube = st.kube
     assert kube is not None, "startup handler did not run"
-    # Kopf's indexes and a daemon's body are live: the reconciler reads them as they are on each pass.
-    indexes = tuple(kwargs[f"{plural}_index"] for plural in QUOTA_KINDS.values())
-    st.indexes = indexes
+    # The index and a daemon's body are live: the reconciler reads them as they are on each pass.
+    claims = st.claims
+    assert claims is not None, "startup handler did not run"
     engine = ClusterReconciler(
         name=name,
-        indexes=indexes,
+        indexes=(claims,),
         cluster_config=ClusterResolver(body, kube, st.settings),
         kube=kube,
         ledger_store=LedgerStore(kube, st.settings.namespace, name),
@@ -390,7 +395,14 @@ async def cluster_reconciler(
         cluster_object=body,
         peers=st.cluster_facts,
         gone=st.gone,
+        ready=claims.synced,
     )
+    if st.refused is not None:
+        # No reconciling at all: the KafkaCluster says why, once, and the daemon waits to be stopped.
+        await engine.report_failure(Reason.INSUFFICIENT_MEMORY, st.refused)
+        await stopped.wait()
+        engine.close()
+        return
     st.engines[name] = engine
     task = asyncio.create_task(engine.run(), name=f"reconcile-{name}")
     try:

@@ -14,14 +14,16 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime as dt
+import json
 import logging
 import urllib.request
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import quote, urlsplit
 
+import aiohttp
 from kubernetes.aio import client, config
 from kubernetes.aio.client.exceptions import ApiException
 
@@ -124,7 +126,7 @@ def env_proxy(cfg: client.Configuration) -> None:
 METADATA_LIST_ACCEPT = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json"
 
 
-def _path(*segments: str) -> str:
+def api_path(*segments: str) -> str:
     # Each segment quoted whole: a name can never add a path segment or a query.
     return "/" + "/".join(quote(s, safe="") for s in segments)
 
@@ -163,14 +165,50 @@ class Kube:
         data = api.response_deserialize(response, {"2XX": "object"}).data
         return cast(dict[str, Any], data)
 
+    async def stream(
+        self, path: str, query: list[tuple[str, str]], read_timeout: float
+    ) -> AsyncIterator[dict[str, Any]]:
+        """A streaming GET (a watch): each line of the reply decoded as it arrives. HTTP errors raise ApiException.
+
+        Lines are split here rather than by aiohttp's ``readline``, whose 64 KiB
+        line limit a large object's watch event can exceed.
+        """
+        api = self.api_client
+        _, url, headers, _, _ = await api.param_serialize(
+            method="GET",
+            resource_path=path,
+            query_params=query,
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+        )
+        # No total timeout (a watch lasts minutes); a stream silent for read_timeout is dead.
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=read_timeout)
+        response = await api.call_api("GET", url, headers, None, _request_timeout=timeout)
+        raw = response.response
+        try:
+            if raw.status >= 300:
+                body = await raw.read()
+                raise ApiException(status=raw.status, reason=raw.reason, body=body.decode(errors="replace"))
+            pending = b""
+            async for chunk in raw.content.iter_any():
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        yield json.loads(line)
+            if pending.strip():
+                yield json.loads(pending)
+        finally:
+            raw.release()
+
     # -- custom objects (the CLI reads KafkaClusters and quota resources) -------
 
     async def get_cluster_object(self, plural: str, name: str) -> dict[str, Any]:
-        return await self.request("GET", _path("apis", GROUP, VERSION, plural, name))
+        return await self.request("GET", api_path("apis", GROUP, VERSION, plural, name))
 
     async def list_cluster_objects(self, plural: str) -> dict[str, Any]:
         """Every object of a kind across namespaces (one list; the CLI's scale)."""
-        return await self.request("GET", _path("apis", GROUP, VERSION, plural))
+        return await self.request("GET", api_path("apis", GROUP, VERSION, plural))
 
     async def list_cluster_uids(self, plural: str, page: int = 500) -> set[str]:
         """The uid of every object of a kind across namespaces, from the API server itself.
@@ -179,7 +217,7 @@ class Kube:
         ``page``; without a resourceVersion the list is a consistent read, so an
         object that existed before the request is in it.
         """
-        path = _path("apis", GROUP, VERSION, plural)
+        path = api_path("apis", GROUP, VERSION, plural)
         uids: set[str] = set()
         token = ""
         while True:
@@ -199,7 +237,9 @@ class Kube:
         last: ApiException | None = None
         for version in versions:
             try:
-                return await self.request("GET", _path("apis", group, version, "namespaces", namespace, plural, name))
+                return await self.request(
+                    "GET", api_path("apis", group, version, "namespaces", namespace, plural, name)
+                )
             except ApiException as exc:
                 if exc.status != 404:
                     raise
@@ -213,7 +253,7 @@ class Kube:
         """Objects matching a label selector in one namespace, from the first of ``versions`` served."""
         last: ApiException | None = None
         for version in versions:
-            path = _path("apis", group, version, "namespaces", namespace, plural)
+            path = api_path("apis", group, version, "namespaces", namespace, plural)
             try:
                 result = await self.request("GET", path, query=[("labelSelector", selector)])
             except ApiException as exc:
@@ -230,7 +270,7 @@ class Kube:
     async def patch_status(self, ref: ObjectRef, status: dict[str, Any]) -> bool:
         """Merge-patch ``status``; False when the object is gone (deleted meanwhile)."""
         scope = ("namespaces", ref.namespace) if ref.namespace is not None else ()
-        path = _path("apis", GROUP, VERSION, *scope, ref.plural, ref.name, "status")
+        path = api_path("apis", GROUP, VERSION, *scope, ref.plural, ref.name, "status")
         try:
             await self.request("PATCH", path, body={"status": status}, content_type=MERGE_PATCH)
         except ApiException as exc:
@@ -267,7 +307,7 @@ class Kube:
             "reportingInstance": self.operator_name,
         }
         try:
-            await self.request("POST", _path("api", "v1", "namespaces", namespace, "events"), body=body)
+            await self.request("POST", api_path("api", "v1", "namespaces", namespace, "events"), body=body)
         except Exception as exc:  # noqa: BLE001 - events are best effort
             log.warning("could not record event %s on %s/%s: %s", reason, namespace, ref.name, exc)
 
@@ -281,7 +321,7 @@ class Kube:
         ever decoded, by :class:`SecretData`.
         """
         try:
-            secret = await self.request("GET", _path("api", "v1", "namespaces", namespace, "secrets", name))
+            secret = await self.request("GET", api_path("api", "v1", "namespaces", namespace, "secrets", name))
         except ApiException as exc:
             if exc.status in (403, 404):
                 raise SecretNotFound(f"Secret {namespace}/{name} is not readable (HTTP {exc.status})") from None
@@ -299,7 +339,7 @@ class Kube:
         """One key of a ConfigMap (raises SecretNotFound naming what is missing or unreadable)."""
         where = f"ConfigMap {namespace}/{name}"
         try:
-            cm = await self.request("GET", _path("api", "v1", "namespaces", namespace, "configmaps", name))
+            cm = await self.request("GET", api_path("api", "v1", "namespaces", namespace, "configmaps", name))
         except ApiException as exc:
             if exc.status in (403, 404):
                 raise SecretNotFound(f"{where} is not readable (HTTP {exc.status})") from None
@@ -313,7 +353,7 @@ class Kube:
 
     async def list_config_maps(self, namespace: str, selector: str) -> list[dict[str, Any]]:
         """ConfigMaps as JSON objects (``metadata``, ``data``)."""
-        path = _path("api", "v1", "namespaces", namespace, "configmaps")
+        path = api_path("api", "v1", "namespaces", namespace, "configmaps")
         result = await self.request("GET", path, query=[("labelSelector", selector)])
         return list(result.get("items") or [])
 
@@ -325,7 +365,7 @@ class Kube:
             "metadata": {"name": name, "namespace": namespace, "labels": labels},
             "data": data,
         }
-        collection = _path("api", "v1", "namespaces", namespace, "configmaps")
+        collection = api_path("api", "v1", "namespaces", namespace, "configmaps")
         try:
             await self.request("PUT", f"{collection}/{quote(name, safe='')}", body=body)
         except ApiException as exc:

@@ -84,6 +84,7 @@ class ClusterReconciler(Pass):
         peers: Mapping[str, tuple[str, str | None]] | None = None,
         admin_factory: Callable[[ClusterConfig], QuotaAdminPort] | None = None,
         gone: Mapping[str, ResourceClaim] | None = None,
+        ready: asyncio.Event | None = None,
     ) -> None:
         """Values, not callbacks into the caller: the mappings are read on every pass and may change in between.
 
@@ -96,7 +97,8 @@ class ClusterReconciler(Pass):
         one for the same Kafka cluster; ``gone`` holds, by uid, the resources
         found deleted although the indexes still hold them (see
         :mod:`~kquota.reconcile.ghosts`): they are left out, so their keys are
-        removed as a deletion's. Kafka and Kubernetes are reached through
+        removed as a deletion's; ``ready`` is set once the indexes hold every
+        resource (the loop's first pass waits for it). Kafka and Kubernetes are reached through
         the ports in :mod:`~kquota.reconcile.ports`; tests replace how the Kafka
         admin client is made (``admin_factory``).
         """
@@ -110,6 +112,7 @@ class ClusterReconciler(Pass):
         self._peers: Mapping[str, tuple[str, str | None]] = peers if peers is not None else {}
         self._admin_factory = admin_factory or (lambda cfg: QuotaAdmin(cfg.connection))
         self._cluster = cluster_config
+        self._ready = ready
         self._init_gather()
         self._init_report()
         self._init_pass()
@@ -195,6 +198,9 @@ class ClusterReconciler(Pass):
     async def run(self, stopped: asyncio.Event | None = None) -> None:
         backoff = 1.0
         self._looping = True
+        if self._ready is not None:
+            # Never plan against a half-read desired state: it would remove keys and put them back.
+            await self._ready.wait()
         self.trigger()
         while stopped is None or not stopped.is_set():
             if self._unanswered:
@@ -347,7 +353,7 @@ class ClusterReconciler(Pass):
             )
         if not check:
             metrics.PASSES.labels(self.name, "unavailable" if isinstance(exc, NAMED_FAILURES) else "error").inc()
-        await self._report_failure(reason, message)
+        await self.report_failure(reason, message)
 
     def _full_may_give_way(self) -> bool:
         """Whether the full pass under way would stop for a resource change (it runs in the loop, and has not yet)."""
@@ -400,7 +406,7 @@ class ClusterReconciler(Pass):
         self._release_waiters.clear()
         self._drop_admin()
 
-    async def _report_failure(self, reason: Reason, message: str) -> None:
+    async def report_failure(self, reason: Reason, message: str) -> None:
         """A failed pass, said on every resource and the KafkaCluster, and once (per cause) as a Warning event."""
         await self._report_unavailable(reason, message)
         # A ledger from a newer operator has its own announcement (_announce_newer_ledger).

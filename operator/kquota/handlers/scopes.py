@@ -1,0 +1,118 @@
+"""Which namespaces kquota's informers watch, as Kopf reads KQUOTA_WATCH_NAMESPACES: one informer per kind and scope.
+
+No patterns: one cluster-wide informer per quota kind. Plain names: one per
+kind and namespace. Globs (Kopf's syntax: ``*``, ``?``, ``!`` negations, commas,
+matched with Kopf's own function so both agree): the namespaces are listed at
+start and again every ``RESCAN_SECONDS``, informers start for new matches and
+stop for namespaces gone (their objects leave the index, as deleted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+
+from kopf._cogs.structs.references import NamespaceName, match_namespace
+
+from kquota.api.manifest import QUOTA_KINDS
+from kquota.k8s.api import Kube, api_path
+from kquota.k8s.informer import Informer
+from kquota.reconcile.claim_index import ClaimIndex
+
+log = logging.getLogger(__name__)
+
+#: How often a glob's namespaces are listed again.
+RESCAN_SECONDS = 30.0
+
+
+def is_glob(pattern: str) -> bool:
+    return any(ch in pattern for ch in "*?!,")
+
+
+class NamespaceScopes:
+    """The informers of every quota kind over the watched namespaces, started and stopped as namespaces come and go."""
+
+    def __init__(self, kube: Kube, claims: ClaimIndex, patterns: Sequence[str] | None) -> None:
+        self.kube, self.claims = kube, claims
+        self.patterns = list(patterns or [])
+        self._tasks: dict[tuple[str, str | None], asyncio.Task[None]] = {}
+        self._informers: dict[tuple[str, str | None], Informer] = {}
+        self._rescan: asyncio.Task[None] | None = None
+
+    async def scopes(self) -> list[str | None]:
+        """The namespaces to watch now (None: all of them)."""
+        if not self.patterns:
+            return [None]
+        if not any(is_glob(p) for p in self.patterns):
+            return list(self.patterns)
+        return list(await self._matching())
+
+    async def count(self) -> int:
+        """How many quota resources there are in the watched namespaces (one list of one object per kind and scope)."""
+        total = 0
+        for ns in await self.scopes():
+            for kind, plural in QUOTA_KINDS.items():
+                probe = Informer(self.kube, kind, plural, ns, self.claims)
+                reply = await self.kube.request("GET", probe.path, query=[("limit", "1")])
+                meta = reply.get("metadata") or {}
+                total += len(reply.get("items") or ()) + int(meta.get("remainingItemCount") or 0)
+        return total
+
+    async def start(self) -> None:
+        self._ensure(await self.scopes())
+        if self.patterns and any(is_glob(p) for p in self.patterns):
+            self._rescan = asyncio.create_task(self._rescan_forever(), name="kquota-namespace-scan")
+        if not self._tasks:
+            # Nothing to watch (no namespace matches yet): nothing to wait for either.
+            self.claims.synced.set()
+
+    async def stop(self) -> None:
+        tasks = list(self._tasks.values()) + ([self._rescan] if self._rescan is not None else [])
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+
+    @property
+    def informers(self) -> list[Informer]:
+        return list(self._informers.values())
+
+    async def _matching(self) -> list[str]:
+        names: list[str] = []
+        token = ""
+        while True:
+            query = [("limit", "500")] + ([("continue", token)] if token else [])
+            reply = await self.kube.request("GET", api_path("api", "v1", "namespaces"), query=query)
+            for item in reply.get("items") or ():
+                name = str((item.get("metadata") or {}).get("name") or "")
+                if name and any(match_namespace(NamespaceName(name), p) for p in self.patterns):
+                    names.append(name)
+            token = str((reply.get("metadata") or {}).get("continue") or "")
+            if not token:
+                return names
+
+    def _ensure(self, namespaces: Sequence[str | None]) -> None:
+        wanted = {(kind, ns) for kind in QUOTA_KINDS for ns in namespaces}
+        for key in sorted(set(self._tasks) - wanted, key=str):
+            self._tasks.pop(key).cancel()
+            self._informers.pop(key, None)
+            self.claims.forget_scope(*key)
+        for kind, ns in sorted(wanted - set(self._tasks), key=str):
+            informer = Informer(self.kube, kind, QUOTA_KINDS[kind], ns, self.claims)
+            self.claims.expect(kind, ns)
+            self._informers[(kind, ns)] = informer
+            self._tasks[(kind, ns)] = asyncio.create_task(informer.run(), name=f"kquota-informer-{kind}-{ns or '*'}")
+
+    async def _rescan_forever(self) -> None:
+        while True:
+            await asyncio.sleep(RESCAN_SECONDS)
+            try:
+                self._ensure(await self._matching())
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the API server may be restarting: the next scan retries
+                log.warning("listing namespaces for %s failed: %s", self.patterns, exc)
