@@ -3,8 +3,11 @@
 No patterns: one cluster-wide informer per quota kind. Plain names: one per
 kind and namespace. Globs (Kopf's syntax: ``*``, ``?``, ``!`` negations, commas,
 matched with Kopf's own function so both agree): the namespaces are listed at
-start and again every ``RESCAN_SECONDS``, informers start for new matches and
-stop for namespaces gone (their objects leave the index, as deleted).
+start and then watched (as Kopf watches them), informers start for a new match as
+soon as it is created and stop for namespaces gone (their objects leave the
+index, as deleted). A namespace created with its quota resources in one apply is
+seen at once: a periodic rescan left them out of the index for up to its period,
+while Kopf, watching the namespace already, added their finalizers.
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from kopf._cogs.structs.references import NamespaceName, match_namespace
 
@@ -22,9 +26,6 @@ from kquota.k8s.informer import Informer
 from kquota.reconcile.claim_index import ClaimIndex
 
 log = logging.getLogger(__name__)
-
-#: How often a glob's namespaces are listed again.
-RESCAN_SECONDS = 30.0
 
 
 def is_glob(pattern: str) -> bool:
@@ -63,7 +64,7 @@ class NamespaceScopes:
     async def start(self) -> None:
         self._ensure(await self.scopes())
         if self.patterns and any(is_glob(p) for p in self.patterns):
-            self._rescan = asyncio.create_task(self._rescan_forever(), name="kquota-namespace-scan")
+            self._rescan = asyncio.create_task(self._watch_namespaces(), name="kquota-namespace-watch")
         if not self._tasks:
             # Nothing to watch (no namespace matches yet): nothing to wait for either.
             self.claims.synced.set()
@@ -89,11 +90,14 @@ class NamespaceScopes:
             reply = await self.kube.request("GET", api_path("api", "v1", "namespaces"), query=query)
             for item in reply.get("items") or ():
                 name = str((item.get("metadata") or {}).get("name") or "")
-                if name and any(match_namespace(NamespaceName(name), p) for p in self.patterns):
+                if name and self._matches(name):
                     names.append(name)
             token = str((reply.get("metadata") or {}).get("continue") or "")
             if not token:
                 return names
+
+    def _matches(self, name: str) -> bool:
+        return any(match_namespace(NamespaceName(name), p) for p in self.patterns)
 
     def _ensure(self, namespaces: Sequence[str | None]) -> None:
         wanted = {(kind, ns) for kind in QUOTA_KINDS for ns in namespaces}
@@ -107,12 +111,34 @@ class NamespaceScopes:
             self._informers[(kind, ns)] = informer
             self._tasks[(kind, ns)] = asyncio.create_task(informer.run(), name=f"kquota-informer-{kind}-{ns or '*'}")
 
-    async def _rescan_forever(self) -> None:
-        while True:
-            await asyncio.sleep(RESCAN_SECONDS)
-            try:
-                self._ensure(await self._matching())
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - the API server may be restarting: the next scan retries
-                log.warning("listing namespaces for %s failed: %s", self.patterns, exc)
+    async def _watch_namespaces(self) -> None:
+        """The namespaces, listed and watched: every change of the set a glob matches starts or stops informers."""
+        sink = _NamespaceSink(self)
+        await Informer(self.kube, "Namespace", "namespaces", None, sink, path=api_path("api", "v1", "namespaces")).run()
+
+    def _namespaces_changed(self, names: Sequence[str]) -> None:
+        self._ensure(sorted(n for n in names if self._matches(n)))
+
+
+class _NamespaceSink:
+    """The namespaces' informer hands its objects here: kept by uid, the matching set re-derived on each change."""
+
+    def __init__(self, scopes: NamespaceScopes) -> None:
+        self.scopes = scopes
+        self.names: dict[str, str] = {}
+
+    def upsert(self, kind: str, body: Mapping[str, Any]) -> None:
+        meta = body.get("metadata") or {}
+        uid, name = str(meta.get("uid") or ""), str(meta.get("name") or "")
+        if uid and name and self.names.get(uid) != name:
+            self.names[uid] = name
+            self.scopes._namespaces_changed(list(self.names.values()))
+
+    def delete(self, kind: str, body: Mapping[str, Any]) -> None:
+        if self.names.pop(str((body.get("metadata") or {}).get("uid") or ""), None) is not None:
+            self.scopes._namespaces_changed(list(self.names.values()))
+
+    def listed(self, kind: str, namespace: str | None, uids: set[str]) -> None:
+        for uid in set(self.names) - uids:
+            del self.names[uid]
+        self.scopes._namespaces_changed(list(self.names.values()))

@@ -60,7 +60,10 @@ class Gone(Exception):
 
 
 class Informer:
-    """Lists and then watches one quota kind (all namespaces, or one), handing every object to ``sink``."""
+    """Lists and then watches one quota kind (all namespaces, or one), handing every object to ``sink``.
+
+    ``path`` watches another collection the same way (the namespaces, for a glob of watched namespaces).
+    """
 
     def __init__(
         self,
@@ -71,9 +74,12 @@ class Informer:
         sink: InformerSink,
         page: int = PAGE,
         watch_seconds: int = WATCH_SECONDS,
+        path: str | None = None,
     ) -> None:
         self.kube, self.kind, self.plural, self.namespace, self.sink = kube, kind, plural, namespace, sink
         self.page, self.watch_seconds = page, watch_seconds
+        #: Another collection than a quota kind's (the namespaces a glob matches, handlers/scopes.py).
+        self._path = path
         #: Set once the first complete list has been handed to the sink.
         self.synced = asyncio.Event()
         #: Lists made (the first, and one per expired watch or failure).
@@ -81,6 +87,8 @@ class Informer:
 
     @property
     def path(self) -> str:
+        if self._path is not None:
+            return self._path
         scope = ("namespaces", self.namespace) if self.namespace is not None else ()
         return api_path("apis", GROUP, VERSION, *scope, self.plural)
 
