@@ -20,6 +20,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,8 +84,25 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     _REPORT._current = item.nodeid
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # Under pytest-xdist (`make test` runs two workers) each worker hands its records to the
+    # controller, which prints and writes the one report (pytest_testnodedown below).
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["kquota_resilience"] = json.dumps([asdict(r) for r in _REPORT.records])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """xdist's controller: a worker ended; keep its records."""
+    text = (getattr(node, "workeroutput", None) or {}).get("kquota_resilience")
+    if text:
+        for row in json.loads(text):
+            _REPORT._add(Record(**row))
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    if not _REPORT.records:
+    if not _REPORT.records or hasattr(config, "workeroutput"):
         return
     terminalreporter.section("kquota resilience report")
     for line in _REPORT.lines():
