@@ -76,10 +76,11 @@ lint: venv
 
 # Two pytest-xdist workers: most of the suite waits on brokers, API servers and operators rather than
 # computing, so two at once fit the 2 cores and keep a cold run inside its budget (README). Each
-# worker has its own kube-apiserver and broker; a module's tests stay on one worker (tests/conftest.py).
+# worker has its own kube-apiserver and broker; a module's tests stay on one worker (--dist loadfile),
+# so a module's fixtures start once. Only tests/node/test_node.py starts a node in `make test`.
 TEST_WORKERS ?= 2
 test: setup lint
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=40 $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=40 $(PYTEST_ARGS)
 
 # The tests on the single node (tests/node, marker `node`; also part of `make test`).
 test-node: setup
