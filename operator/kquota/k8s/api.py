@@ -135,9 +135,27 @@ class Kube:
     def __init__(self, api_client: client.ApiClient, operator_name: str = "kquota") -> None:
         self.api_client = api_client
         self.operator_name = operator_name
+        self._watch_client: client.ApiClient | None = None
 
     async def close(self) -> None:
         await self.api_client.close()  # type: ignore[no-untyped-call]
+        if self._watch_client is not None:
+            await self._watch_client.close()  # type: ignore[no-untyped-call]
+
+    def _watch_api(self) -> client.ApiClient:
+        """The client watches go through: the same settings, but a connection pool of its own with no limit.
+
+        Each informer holds a connection for as long as it watches, one per quota kind and watched
+        namespace. In the shared pool (``connect``'s 32) the watches of 11 namespaces took every
+        connection and every other request, a status write or the next informer's list, waited for
+        ever (#35).
+        """
+        if self._watch_client is None:
+            watcher = client.ApiClient(configuration=self.api_client.configuration)
+            # Read when the pool is first made (on the first request): 0 is aiohttp's "no limit".
+            watcher.rest_client.maxsize = 0
+            self._watch_client = watcher
+        return self._watch_client
 
     async def request(
         self,
@@ -173,7 +191,7 @@ class Kube:
         Lines are split here rather than by aiohttp's ``readline``, whose 64 KiB
         line limit a large object's watch event can exceed.
         """
-        api = self.api_client
+        api = self._watch_api()
         _, url, headers, _, _ = await api.param_serialize(
             method="GET",
             resource_path=path,
