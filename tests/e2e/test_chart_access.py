@@ -79,6 +79,12 @@ def test_teams_get_quota_rights_through_their_edit_and_view_roles(
 ) -> None:
     helm = Helm(tmp_path / "helm", kube)
     release, ns = f"agg-{uuid.uuid4().hex[:6]}", kube.create_namespace("kquota")
+    # Releases other modules installed on this API server (and left: a test's releases are not
+    # uninstalled) aggregate their quota rights into `edit` too, and would keep them there after
+    # this release stops: only this release's roles may aggregate here.
+    for role in ("admin", "edit", "view"):
+        kube.kubectl("label", "clusterrole", "-l", f"rbac.authorization.k8s.io/aggregate-to-{role}=true,"
+                     "app.kubernetes.io/name=kquota", f"rbac.authorization.k8s.io/aggregate-to-{role}-")  # fmt: skip
     helm("install", release, str(CHART), "--namespace", ns)
     for role in ("admin", "edit"):
         wait_for(lambda role=role: grants(rules_of(kube, role), "clientquotas", "create"), 60, f"{role} aggregated")
