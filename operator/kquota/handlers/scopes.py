@@ -40,7 +40,7 @@ class NamespaceScopes:
         self.patterns = list(patterns or [])
         self._tasks: dict[tuple[str, str | None], asyncio.Task[None]] = {}
         self._informers: dict[tuple[str, str | None], Informer] = {}
-        self._rescan: asyncio.Task[None] | None = None
+        self._namespace_watch: asyncio.Task[None] | None = None
 
     async def scopes(self) -> list[str | None]:
         """The namespaces to watch now (None: all of them)."""
@@ -64,13 +64,13 @@ class NamespaceScopes:
     async def start(self) -> None:
         self._ensure(await self.scopes())
         if self.patterns and any(is_glob(p) for p in self.patterns):
-            self._rescan = asyncio.create_task(self._watch_namespaces(), name="kquota-namespace-watch")
+            self._namespace_watch = asyncio.create_task(self._watch_namespaces(), name="kquota-namespace-watch")
         if not self._tasks:
             # Nothing to watch (no namespace matches yet): nothing to wait for either.
             self.claims.synced.set()
 
     async def stop(self) -> None:
-        tasks = list(self._tasks.values()) + ([self._rescan] if self._rescan is not None else [])
+        tasks = list(self._tasks.values()) + ([self._namespace_watch] if self._namespace_watch is not None else [])
         for task in tasks:
             task.cancel()
         for task in tasks:
