@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from kquota.domain.decide import Decision, Rejection
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.plan import apply_ledger
 from kquota.domain.status import Reason
-from kquota.kafka.errors import KafkaNotAuthorized
+from kquota.kafka.errors import EntityResult, KafkaNotAuthorized
 from kquota.reconcile import metrics
 from kquota.reconcile.ports import LedgerPort, QuotaAdminPort
 
@@ -73,10 +74,12 @@ async def act(
     decision: Decision[Any],
     retry_at: float,
     ahead: Callable[[Ledger], None] = lambda _: None,
+    blocking: Callable[[Callable[[], list[EntityResult]]], Awaitable[list[EntityResult]]] = asyncio.to_thread,
 ) -> Acted:
     """Write ahead, send ``decision.sendable`` in one alter, roll back and remember what the brokers refused.
 
-    ``ahead`` gets the ledger once its write-ahead is saved, before anything is sent.
+    ``ahead`` gets the ledger once its write-ahead is saved, before anything is sent;
+    ``blocking`` runs the alter off the event loop (the cluster's own threads, :mod:`~kquota.reconcile.blocking`).
     """
     sendable = decision.sendable
     record = decision.record
@@ -94,7 +97,7 @@ async def act(
         metrics.QUEUE_DEPTH.labels(cluster).set(len(sendable))
         metrics.BATCH_OPS.labels(cluster).observe(sum(len(c.ops) for c in sendable))
         try:
-            results = await asyncio.to_thread(admin.alter, sendable)
+            results = await blocking(partial(admin.alter, sendable))
         except KafkaNotAuthorized as exc:
             # No ALTER_CONFIGS: roll back like a rejection below, but hold nothing back
             # (granting the ACL is enough), then end the pass in backoff.

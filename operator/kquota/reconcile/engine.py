@@ -405,6 +405,7 @@ class ClusterReconciler(Pass):
                     fut.set_exception(stopped)
         self._release_waiters.clear()
         self._drop_admin()
+        self._blocking.close()
 
     async def report_failure(self, reason: Reason, message: str) -> None:
         """A failed pass, said on every resource and the KafkaCluster, and once (per cause) as a Warning event."""

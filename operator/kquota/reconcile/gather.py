@@ -36,6 +36,7 @@ from kquota.kafka.errors import KafkaNotAuthorized, KafkaUnavailable
 from kquota.kafka.settings import ConnectionSettings
 from kquota.metrics.sources import MetricsSource, read_quota_metrics
 from kquota.metrics.sources import source_for as metrics_source_for
+from kquota.reconcile.blocking import Blocking
 from kquota.reconcile.ports import LedgerPort, QuotaAdminPort
 from kquota.reconcile.records import ClusterConfig
 from kquota.reconcile.settings import OperatorSettings
@@ -137,10 +138,13 @@ class Gather:
     _peers: Mapping[str, tuple[str, str | None]]
     _admin_factory: Callable[[ClusterConfig], QuotaAdminPort]
     _entities_by_uid: dict[str, frozenset[Entity]]
+    #: This cluster's threads for blocking calls (Kafka, metrics, a full pass's decide).
+    _blocking: Blocking
     #: Provided by the loop: a full pass soon, without counting as a change.
     _wake_full: Callable[[], None]
 
     def _init_gather(self) -> None:
+        self._blocking = Blocking(self.name)
         self._admin: QuotaAdminPort | None = None
         self._admin_conn: object | None = None
         #: Loaded by the first pass (and by every pass until a load succeeds).
@@ -193,9 +197,9 @@ class Gather:
             topics = await self._topic_facts(admin, records)
         with reading("the live quotas"):
             if touched is None:
-                live = await asyncio.to_thread(admin.describe_all)
+                live = await self._blocking(admin.describe_all)
             else:
-                live = await asyncio.to_thread(describe_each, admin, touched)
+                live = await self._blocking(describe_each, admin, touched)
         with reading("the KafkaCluster's removal approval"):
             approval = self._approval()
         return PassInput(
@@ -240,7 +244,7 @@ class Gather:
         """The Kafka cluster's id and brokers' ids, re-read on full passes (at least once per drift interval)."""
         if fresh or self._brokers is None or self._cluster_id is None:
             try:
-                cluster_id, brokers = await asyncio.to_thread(admin.cluster_info)
+                cluster_id, brokers = await self._blocking(admin.cluster_info)
             except KafkaUnavailable:
                 self._unanswered = True
                 raise
@@ -285,7 +289,7 @@ class Gather:
         timeout = self.settings.reachability_interval
         try:
             # The adapter keeps to the timeout; this bound is for an adapter that does not.
-            found = await asyncio.wait_for(asyncio.to_thread(admin.reachable, timeout), 2 * timeout + 1)
+            found = await asyncio.wait_for(self._blocking(admin.reachable, timeout), 2 * timeout + 1)
         except KafkaUnavailable:
             self._unanswered = True
             raise
@@ -324,7 +328,7 @@ class Gather:
         names = sorted({spec.topic for _, spec in recs if spec.topic})
         refused: dict[str, str] = {}
         try:
-            leaders = await asyncio.to_thread(admin.topic_leaders, names)
+            leaders = await self._blocking(admin.topic_leaders, names)
         except KafkaNotAuthorized as exc:
             # Per topic: TopicQuotas on topics kquota may describe carry on.
             leaders = exc.leaders
@@ -339,7 +343,7 @@ class Gather:
             probe = probe_topic(topic, layouts)
             if found is None and probe is not None:
                 try:
-                    found = bool(KIP1010_CONFIGS & await asyncio.to_thread(admin.topic_config_names, probe))
+                    found = bool(KIP1010_CONFIGS & await self._blocking(admin.topic_config_names, probe))
                 except KafkaNotAuthorized as exc:
                     kip1010[rec.ref.uid] = str(exc)
                     continue
@@ -362,7 +366,7 @@ class Gather:
             return self._windows[1]
         windows = {}
         for broker in brokers:
-            configs = await asyncio.to_thread(admin.broker_configs, broker, [WINDOW_NUM, WINDOW_SIZE])
+            configs = await self._blocking(admin.broker_configs, broker, [WINDOW_NUM, WINDOW_SIZE])
             windows[broker] = window_from_configs(configs)
         self._windows = (now, windows)
         return windows
@@ -385,7 +389,7 @@ class Gather:
         configs: dict[int, dict[str, str]] = {}
         try:
             for broker in brokers:
-                configs[broker] = await asyncio.to_thread(admin.broker_configs, broker, [CALLBACK_CONFIG])
+                configs[broker] = await self._blocking(admin.broker_configs, broker, [CALLBACK_CONFIG])
             found: dict[int, str] | None = callbacks_from_configs(configs)
         except KafkaNotAuthorized as exc:
             log.warning("cluster %s: cannot read %s from the brokers: %s", self.name, CALLBACK_CONFIG, exc)
@@ -417,7 +421,7 @@ class Gather:
         )
         if self._metrics_src is None:
             return None
-        return await asyncio.to_thread(read_quota_metrics, self._metrics_src, m.window_seconds)
+        return await self._blocking(read_quota_metrics, self._metrics_src, m.window_seconds)
 
     def _approval(self) -> str | None:
         if self._cluster_object is None:

@@ -153,7 +153,7 @@ class Pass(Gather, Report):
             return work()
         if self._full_gives_way():
             raise FullPassYielded
-        result = asyncio.ensure_future(asyncio.to_thread(work))
+        result = asyncio.ensure_future(self._blocking(work))
         while True:
             self._changed.clear()
             changed = asyncio.ensure_future(self._changed.wait())
@@ -176,6 +176,7 @@ class Pass(Gather, Report):
             time.monotonic() + self.settings.rejected_retry_seconds,
             # Kept at once: an alter that raises may have applied what was recorded ahead.
             ahead=self._keep_ledger,
+            blocking=self._blocking,
         )
         self._acted(inp, acted)
         return acted
