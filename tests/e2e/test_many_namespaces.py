@@ -9,13 +9,14 @@ Watches now have a pool of their own. 40 namespaces are 120 watches.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 
 import pytest
 from harness.kafka_cluster import KafkaCluster
 from harness.kube_apiserver import KubeAPIServer
-from harness.operator_proc import apply, client_quota, condition, get, wait_for
+from harness.operator_proc import LEDGER_NAMESPACE, apply, client_quota, condition, get, wait_for
 from harness.stack import Stack
 
 from kquota.domain.entities import Entity
@@ -31,6 +32,35 @@ NAMESPACES = 40
 def own(kube: KubeAPIServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[KafkaCluster, Stack]]:
     with own_stack(kube, tmp_path_factory, "many", {}) as pair:
         yield pair
+
+
+def test_the_kafkacluster_has_its_status_before_any_namespace_the_glob_matches_exists(
+    own: tuple[KafkaCluster, Stack],
+) -> None:
+    """Kopf watches a cluster-scoped kind once per watched namespace: with none matched it watched no KafkaCluster.
+
+    The operator's own namespace is always among Kopf's (the KafkaClusters are watched from the start), and a
+    quota resource there, outside the glob, is not served: no finalizer, no key on the brokers.
+    """
+    _, stack = own
+    names = stack.kube.kubectl("get", "namespaces", "-o", "name").stdout.split()
+    assert not [n for n in names if n.startswith(f"namespace/{stack.namespace_prefix}-")]
+    wait_for(
+        lambda: condition(get(stack.kube, "kafkacluster", "default", stack.cluster)).get("reason") == "Connected",
+        30,
+        "the KafkaCluster Connected",
+        on_timeout=stack.operator.log,
+    )
+    user = f"outside-{uuid.uuid4().hex[:6]}"
+    apply(stack.kube, client_quota(LEDGER_NAMESPACE, "outside", {"user": {"name": user}}, {"producerByteRate": 5}))
+    try:
+        # A resource served would be Applied within a pass: wait longer than several.
+        time.sleep(3 * stack.operator.drift_interval)
+        obj = get(stack.kube, "clientquota", LEDGER_NAMESPACE, "outside")
+        assert obj is not None and not obj["metadata"].get("finalizers") and not obj.get("status")
+        assert Entity.for_user(user) not in stack.broker_quotas()
+    finally:
+        stack.kube.kubectl("delete", "clientquota", "outside", "-n", LEDGER_NAMESPACE, "--timeout=30s")
 
 
 def test_every_namespace_a_glob_matches_is_served_however_many(own: tuple[KafkaCluster, Stack]) -> None:

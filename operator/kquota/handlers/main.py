@@ -19,6 +19,7 @@ from prometheus_client import start_http_server
 from kquota.handlers import kopf_startup
 from kquota.handlers import operator as handlers
 from kquota.handlers.gc_policy import RECLAIM_SECONDS, GcPolicy
+from kquota.handlers.scopes import kopf_namespaces
 from kquota.reconcile.settings import OperatorSettings
 
 
@@ -183,7 +184,7 @@ def run(settings: OperatorSettings, verbose: bool = False) -> int:
         kopf.operator(
             settings=kopf_settings(settings),
             clusterwide=not namespaces,
-            namespaces=namespaces,
+            namespaces=kopf_namespaces(namespaces, settings.namespace),
             standalone=settings.peering is None,
             peering_name=settings.peering,
             priority=int(os.environ.get("KQUOTA_PEERING_PRIORITY", "0")),

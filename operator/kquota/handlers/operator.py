@@ -60,7 +60,7 @@ from kquota.domain.status import Reason
 from kquota.domain.status_format import read_status
 from kquota.domain.stored_status import StoredStatus
 from kquota.handlers.diffbase import NoDiffBase
-from kquota.handlers.scopes import NamespaceScopes
+from kquota.handlers.scopes import NamespaceScopes, in_scope
 from kquota.k8s import published
 from kquota.k8s.api import Kube, connect
 from kquota.k8s.ledger import LedgerStore
@@ -345,8 +345,13 @@ def _delete(kind: str) -> Any:
     return delete
 
 
+def _in_scope(namespace: str | None, memo: kopf.Memo, **_: Any) -> bool:
+    """Only the watched namespaces: Kopf also watches the operator's own (see ``scopes.kopf_namespaces``)."""
+    return in_scope(namespace, state(memo).settings.watch_namespaces)
+
+
 for _kind, _plural in QUOTA_KINDS.items():
-    kopf.on.delete(GROUP, VERSION, _plural, id=f"{_plural}_delete")(_delete(_kind))
+    kopf.on.delete(GROUP, VERSION, _plural, id=f"{_plural}_delete", when=_in_scope)(_delete(_kind))
 
 
 @kopf.index(GROUP, VERSION, "kafkaclusters", id="kafkaclusters_index")

@@ -32,6 +32,26 @@ def is_glob(pattern: str) -> bool:
     return any(ch in pattern for ch in "*?!,")
 
 
+def in_scope(namespace: str | None, patterns: Sequence[str]) -> bool:
+    """Whether ``namespace`` is watched (no patterns: every namespace is); Kopf's matching, so both agree."""
+    if not patterns:
+        return True
+    return namespace is not None and any(match_namespace(NamespaceName(namespace), p) for p in patterns)
+
+
+def kopf_namespaces(patterns: Sequence[str], own: str) -> list[str]:
+    """The namespaces given to Kopf: the watched ones, and the operator's own (where its ledger is).
+
+    Kopf watches a cluster-scoped kind once per watched namespace that exists:
+    while no namespace matched (a glob before its first namespace, a name not
+    created yet) it watched no KafkaCluster at all, and they had no status.
+    The operator's own namespace always exists. Kopf then also watches the
+    quota kinds there; their handlers serve only namespaces ``patterns``
+    matches (:func:`in_scope`), so a resource there outside them gets no finalizer.
+    """
+    return [*patterns, own] if patterns and own not in patterns else list(patterns)
+
+
 class NamespaceScopes:
     """The informers of every quota kind over the watched namespaces, started and stopped as namespaces come and go."""
 
