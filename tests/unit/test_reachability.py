@@ -235,6 +235,8 @@ def test_the_same_refusal_in_a_row_is_stalled_and_a_fixed_secret_recovers() -> N
         for name in ("q", "c"):
             stalled = [c for c in kube.statuses[name]["conditions"] if c["type"] == "Stalled"]
             assert stalled and stalled[0]["status"] == "True" and stalled[0]["message"].startswith(REFUSED)
+        # The Warning event follows the statuses (report_failure writes them first): wait for it, then count.
+        await until(lambda: any(e[0] == "c" and e[2] == "AuthenticationFailed" for e in kube.events), "the event")
         reasons = [e[2] for e in kube.events if e[0] == "c"]
         assert reasons.count("KafkaUnavailable") == 1 and reasons.count("AuthenticationFailed") == 1
         brokers.refusing = False
