@@ -19,7 +19,7 @@ from prometheus_client import start_http_server
 from kquota.handlers import kopf_startup
 from kquota.handlers import operator as handlers
 from kquota.handlers.gc_policy import RECLAIM_SECONDS, GcPolicy
-from kquota.handlers.scopes import kopf_namespaces
+from kquota.handlers.scopes import is_glob, kopf_namespaces
 from kquota.reconcile.settings import OperatorSettings
 
 
@@ -65,14 +65,14 @@ def connection_limit(settings: OperatorSettings) -> int:
     a handful; scoped to namespaces it is three per namespace, and a pool
     that the watches fill leaves no connection for status patches: the
     operator would hang. So the watches get room of their own: three per
-    named namespace, and for globs (whose matches are not known at start)
-    room for GLOB_NAMESPACES namespaces.
+    named namespace (the operator's own among them: Kopf watches it too, see
+    ``scopes.kopf_namespaces``), and for globs (whose matches are not known at
+    start) room for GLOB_NAMESPACES namespaces.
     """
-    patterns = settings.watch_namespaces
+    patterns = kopf_namespaces(settings.watch_namespaces, settings.namespace)
     if not patterns:
         return settings.api_connections + 8
-    globbed = any(ch in p for p in patterns for ch in "*?,!")
-    namespaces = GLOB_NAMESPACES if globbed else len(patterns)
+    namespaces = GLOB_NAMESPACES if any(is_glob(p) for p in patterns) else len(patterns)
     return settings.api_connections + 8 + WATCHES_PER_NAMESPACE * namespaces
 
 

@@ -117,7 +117,7 @@ class NamespaceScopes:
                 return names
 
     def _matches(self, name: str) -> bool:
-        return any(match_namespace(NamespaceName(name), p) for p in self.patterns)
+        return in_scope(name, self.patterns)
 
     def _ensure(self, namespaces: Sequence[str | None]) -> None:
         wanted = {(kind, ns) for kind in QUOTA_KINDS for ns in namespaces}
