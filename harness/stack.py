@@ -40,8 +40,9 @@ class Stack:
         finally:
             admin.close()
 
-    def new_namespace(self) -> str:
-        return self.kube.create_namespace(self.namespace_prefix)
+    def new_namespace(self, part: str = "") -> str:
+        """A fresh namespace this stack's operator watches (``<prefix>[-part]-<random>``)."""
+        return self.kube.create_namespace(f"{self.namespace_prefix}-{part}" if part else self.namespace_prefix)
 
 
 def start_stack(

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,8 +15,14 @@ from harness.stack import Stack, start_stack, stop_stack
 
 @pytest.fixture(scope="module")
 def stack(kube: KubeAPIServer, kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    """One operator per test module, on the session's API server and broker."""
-    s = start_stack(kube, kafka, tmp_path_factory.mktemp("operator"))
+    """One operator per test module, on the session's API server and broker.
+
+    The operator watches only the namespaces its stack creates (a prefix of the module's own): a quota
+    resource another module left on the shared API server (one without clusterRef goes to every
+    operator's default cluster) must not reach the broker while this module judges the broker's state.
+    """
+    prefix = f"m{uuid.uuid4().hex[:5]}"
+    s = start_stack(kube, kafka, tmp_path_factory.mktemp("operator"), namespace_prefix=prefix)
     try:
         yield s
     finally:

@@ -104,6 +104,8 @@ def test_teams_get_quota_rights_through_their_edit_and_view_roles(
     assert not can_i(kube, editor, "create", "clientquotas.kquota.io", kube.create_namespace("other"))
     quota = client_quota(team, "mine", {"user": {"name": "alice"}}, {"producerByteRate": 1024})
     kube.kubectl("apply", "-f", "-", input=json.dumps(quota), token=editor)
+    # Not for a broker: no operator of this test serves it, and another module's must not either.
+    kube.kubectl("delete", "clientquota", "mine", "-n", team, "--wait=false")
 
     helm("upgrade", release, str(CHART), "--namespace", ns, "--set", "rbac.aggregateToDefaultRoles=false")
     wait_for(lambda: not grants(rules_of(kube, "edit"), "clientquotas", "create"), 60, "edit without quota rights")
@@ -156,6 +158,9 @@ def test_the_operator_watches_the_charts_namespaces_with_peering(
     finally:
         operator.stop()
         kube.kubectl("delete", "clientquota", "q", "-n", watched, "--wait=false", check=False)
+        # Never served (outside the watched namespaces): no finalizer holds it; gone before another module's
+        # operator, watching every namespace, could put it on the shared broker.
+        kube.kubectl("delete", "clientquota", "q", "-n", other, "--wait=false", check=False)
 
 
 def test_git_kept_strimzi_clusters_get_their_reads_from_extra_strimzi(kube: KubeAPIServer, tmp_path: Path) -> None:

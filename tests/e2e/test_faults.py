@@ -509,8 +509,19 @@ class Scenario:
         prefix = f"{name[:4]}{secrets.token_hex(3)}-"
         seed_unmanaged(stack.kafka, prefix)
         reader = read or (lambda: invariants.describe(stack.kafka.bootstrap))
-        unmanaged = reader()
-        assert unmanaged.get(Entity.for_client(f"{prefix}free")) == {str(P): 888.0, str(R): 12.5}
+        free = Entity.for_client(f"{prefix}free")
+        kept, gone = (Entity.for_user(f"{prefix}u{i}") for i in (MIXED_KEPT, MIXED_DELETED))
+        seen: list[invariants.Quotas] = []
+
+        def seeded() -> bool:
+            # kafka-configs' change is committed by the controller; the broker read (one chosen broker in the
+            # 3-broker scenario) answers from its metadata cache, which on a busy machine follows later.
+            seen[:] = [reader()]
+            return all(e in seen[0] for e in (free, kept, gone))
+
+        wait_for(seeded, 60, "the seeded quotas in the read broker's metadata", interval=0.5)
+        unmanaged = seen[0]
+        assert unmanaged.get(free) == {str(P): 888.0, str(R): 12.5}
         workload = Workload(stack.kube, stack.new_namespace(), prefix, size=size)
         return cls(name, stack, workload.start(), {e: dict(v) for e, v in unmanaged.items()}, reader)
 

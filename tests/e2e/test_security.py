@@ -72,7 +72,7 @@ def reason(stack: Stack, ns: str, name: str) -> str:
 
 
 def test_teams_manage_only_the_principals_granted_to_their_namespace(stack: Stack) -> None:
-    ns_a, ns_b = stack.kube.create_namespace("team-a"), stack.kube.create_namespace("team-b")
+    ns_a, ns_b = stack.new_namespace("team-a"), stack.new_namespace("team-b")
     name = uniq("tenants")
     stack.kube.kubectl(
         "apply",

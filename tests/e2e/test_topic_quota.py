@@ -27,7 +27,7 @@ BUDGET = 6 * 2**20
 def stack3(kube: KubeAPIServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     # Its own 3-broker cluster: the test stops a broker.
     kafka = KafkaCluster.start(tmp_path_factory.mktemp("kafka3"), brokers=3)
-    stack = start_stack(kube, kafka, tmp_path_factory.mktemp("operator3"), drift_interval=3.0)
+    stack = start_stack(kube, kafka, tmp_path_factory.mktemp("operator3"), drift_interval=3.0, namespace_prefix="tq")
     try:
         yield stack
     finally:

@@ -42,6 +42,7 @@ def stack(kube: KubeAPIServer, kafka: KafkaCluster, tmp_path_factory: pytest.Tem
         kafka,
         tmp_path_factory.mktemp("operator-trust"),
         extra_env={"KQUOTA_DELETION_GUARD": "true", "KQUOTA_CONTESTED_RETRY": "8"},
+        namespace_prefix="trust",
     )
     try:
         yield s
