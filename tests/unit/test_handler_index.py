@@ -16,7 +16,9 @@ import pytest
 
 from kquota.domain.entities import Entity
 from kquota.domain.stored_status import StoredStatus
+from kquota.handlers.operator import OperatorState, _listed_again, _vanished
 from kquota.reconcile.claim_index import ClaimIndex
+from kquota.reconcile.settings import OperatorSettings
 from tests.support.engine import Broker, Kube
 from tests.support.engine import engine as support_engine
 from tests.support.quotas import P
@@ -202,3 +204,32 @@ def test_an_object_gone_without_being_seen_terminating_is_named_as_vanished(engi
     index(other, idx)
     idx.listed("ClientQuota", None, set())  # a list after an expired watch lacks it
     assert vanished == ["u-1", "u-3"]
+
+
+def test_a_resource_taken_for_vanished_that_is_listed_again_is_said_to_be_back(engine: Engine) -> None:
+    """A uid is never reused: one the API server lists again was not deleted, and must be reconciled again."""
+    vanished: list[str] = []
+    again: list[str] = []
+    idx = ClaimIndex(
+        "default",
+        lambda c, u: engine.triggered.append(u),
+        lambda c, u: None,
+        None,
+        lambda r: vanished.append(r.ref.uid),
+        again.append,
+    )
+    index(body(), idx)
+    idx.expect("ClientQuota", "ns")
+    idx.forget_scope("ClientQuota", "ns")  # its informer stopped: the index drops it as deleted
+    assert vanished == ["u-1"] and not idx.holds("u-1")
+    rec = index(body(), idx)  # listed again
+    assert again[-1] == "u-1" and idx.holds("u-1") and rec.entries == ((Entity.for_user("alice"), {P: 100.0}),)
+
+
+def test_the_operator_reconciles_again_what_it_took_for_vanished_once_it_is_listed_again(engine: Engine) -> None:
+    st = OperatorState(OperatorSettings())
+    rec = index(body(), claims(engine))
+    _vanished(st, rec)
+    assert "u-1" in st.gone  # left out of every pass: its keys are removed as a deleted resource's
+    _listed_again(st, "u-1")
+    assert "u-1" not in st.gone

@@ -173,6 +173,7 @@ async def _startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -
         lambda cluster, uid: _written(st, cluster, uid),
         st.records,
         lambda rec: _vanished(st, rec),
+        lambda uid: _listed_again(st, uid),
     )
     st.informers = NamespaceScopes(kube, st.claims, ours.watch_namespaces)
     # Before anything is read in bulk: can this process hold what it is about to read?
@@ -262,6 +263,26 @@ def _vanished(st: OperatorState, rec: ResourceClaim) -> None:
     log.warning(
         "%s %s/%s was deleted while the operator could not see it (gone from the API server, "
         "its deletion never reached the watch): releasing what it set",
+        rec.ref.kind,
+        rec.ref.namespace,
+        rec.ref.name,
+    )
+    engine = st.engines.get(rec.cluster)
+    if engine is not None:
+        engine.trigger(uid)
+
+
+def _listed_again(st: OperatorState, uid: str) -> None:
+    """The API server lists or watches ``uid``: if it was taken for vanished, it was not, and is reconciled again.
+
+    A uid is never reused, so one that is listed exists. Whatever a pass removed meanwhile as the
+    vanished resource's is set again by the pass this wakes (its resource claims it again).
+    """
+    rec = st.gone.pop(uid, None)
+    if rec is None:
+        return
+    log.warning(
+        "%s %s/%s is on the API server again after it was taken for deleted: reconciling it again",
         rec.ref.kind,
         rec.ref.namespace,
         rec.ref.name,

@@ -141,24 +141,34 @@ class NamespaceScopes:
 
 
 class _NamespaceSink:
-    """The namespaces' informer hands its objects here: kept by uid, the matching set re-derived on each change."""
+    """The namespaces' informer hands its objects here: kept by uid, the matching set re-derived on each change.
+
+    Nothing is derived before the first complete list: its items arrive one at a time, and the set of
+    the first few (``default`` before ``team-a``) would stop the informers of every namespace not yet
+    read, and their resources would leave the index as deleted (their keys removed from the brokers,
+    the resources never reconciled again). A later list (after an expired watch) only adds names
+    until it is complete, so only the first one is partial.
+    """
 
     def __init__(self, scopes: NamespaceScopes) -> None:
         self.scopes = scopes
         self.names: dict[str, str] = {}
+        self.complete = False
 
     def upsert(self, kind: str, body: Mapping[str, Any]) -> None:
         meta = body.get("metadata") or {}
         uid, name = str(meta.get("uid") or ""), str(meta.get("name") or "")
         if uid and name and self.names.get(uid) != name:
             self.names[uid] = name
-            self.scopes._namespaces_changed(list(self.names.values()))
+            if self.complete:
+                self.scopes._namespaces_changed(list(self.names.values()))
 
     def delete(self, kind: str, body: Mapping[str, Any]) -> None:
-        if self.names.pop(str((body.get("metadata") or {}).get("uid") or ""), None) is not None:
+        if self.names.pop(str((body.get("metadata") or {}).get("uid") or ""), None) is not None and self.complete:
             self.scopes._namespaces_changed(list(self.names.values()))
 
     def listed(self, kind: str, namespace: str | None, uids: set[str]) -> None:
         for uid in set(self.names) - uids:
             del self.names[uid]
+        self.complete = True
         self.scopes._namespaces_changed(list(self.names.values()))

@@ -75,11 +75,14 @@ class ClaimIndex(Mapping[str, Iterable[ResourceClaim]]):
         written: Callable[[str, str], StoredStatus | None],
         records: MutableMapping[str, ResourceClaim] | None = None,
         vanished: Callable[[ResourceClaim], None] | None = None,
+        listed_again: Callable[[str], None] | None = None,
     ) -> None:
         self.default_cluster = default_cluster
         self._wake = wake
         self._written = written
         self._vanished = vanished
+        #: Told every uid the API server lists or watches: one taken for vanished was not gone after all.
+        self._listed_again = listed_again
         self.records: MutableMapping[str, ResourceClaim] = records if records is not None else {}
         self._by_cluster: dict[str, dict[str, ResourceClaim]] = {}
         self._versions: dict[str, Version] = {}
@@ -132,6 +135,8 @@ class ClaimIndex(Mapping[str, Iterable[ResourceClaim]]):
         if not uid:
             return
         self._scopes[uid] = (kind, meta.get("namespace"))
+        if self._listed_again is not None:
+            self._listed_again(uid)
         version = version_of(body)
         prev = self.records.get(uid)
         if prev is not None and self._versions.get(uid) == version and uid in self._by_cluster.get(prev.cluster, {}):
