@@ -45,6 +45,18 @@ def claims(engine: Engine) -> ClaimIndex:
     )
 
 
+def watched(engine: Engine, vanished: list[str], again: list[str]) -> ClaimIndex:
+    """An index that records the uids it takes for vanished and those listed again."""
+    return ClaimIndex(
+        "default",
+        lambda c, u: engine.triggered.append(u),
+        lambda c, u: None,
+        None,
+        lambda r: vanished.append(r.ref.uid),
+        again.append,
+    )
+
+
 def body(rate: int = 100, generation: int = 1, **extra: Any) -> dict[str, Any]:
     meta = {
         "name": "q",
@@ -186,13 +198,7 @@ def test_a_kafkacluster_change_asks_its_reconciler_for_a_full_pass() -> None:
 
 def test_an_object_gone_without_being_seen_terminating_is_named_as_vanished(engine: Engine) -> None:
     vanished: list[str] = []
-    idx = ClaimIndex(
-        "default",
-        lambda c, u: engine.triggered.append(u),
-        lambda c, u: None,
-        None,
-        lambda r: vanished.append(r.ref.uid),
-    )
+    idx = watched(engine, vanished, [])
     index(body(), idx)
     terminating = body(metadata={"uid": "u-2", "deletionTimestamp": "2026-11-24T01:00:00Z"})
     index(terminating, idx)
@@ -210,14 +216,7 @@ def test_a_resource_taken_for_vanished_that_is_listed_again_is_said_to_be_back(e
     """A uid is never reused: one the API server lists again was not deleted, and must be reconciled again."""
     vanished: list[str] = []
     again: list[str] = []
-    idx = ClaimIndex(
-        "default",
-        lambda c, u: engine.triggered.append(u),
-        lambda c, u: None,
-        None,
-        lambda r: vanished.append(r.ref.uid),
-        again.append,
-    )
+    idx = watched(engine, vanished, again)
     index(body(), idx)
     idx.expect("ClientQuota", "ns")
     idx.forget_scope("ClientQuota", "ns")  # its informer stopped: the index drops it as deleted

@@ -258,18 +258,13 @@ def _found_gone(st: OperatorState, rec: ResourceClaim) -> None:
 
 def _vanished(st: OperatorState, rec: ResourceClaim) -> None:
     """Left out from now on; its keys are removed by the pass this wakes, as a gone resource's."""
-    uid = rec.ref.uid
-    st.gone[uid] = rec
-    log.warning(
-        "%s %s/%s was deleted while the operator could not see it (gone from the API server, "
-        "its deletion never reached the watch): releasing what it set",
-        rec.ref.kind,
-        rec.ref.namespace,
-        rec.ref.name,
+    st.gone[rec.ref.uid] = rec
+    _say_and_wake(
+        st,
+        rec,
+        "was deleted while the operator could not see it (gone from the API server, its deletion never reached "
+        "the watch): releasing what it set",
     )
-    engine = st.engines.get(rec.cluster)
-    if engine is not None:
-        engine.trigger(uid)
 
 
 def _listed_again(st: OperatorState, uid: str) -> None:
@@ -279,17 +274,15 @@ def _listed_again(st: OperatorState, uid: str) -> None:
     vanished resource's is set again by the pass this wakes (its resource claims it again).
     """
     rec = st.gone.pop(uid, None)
-    if rec is None:
-        return
-    log.warning(
-        "%s %s/%s is on the API server again after it was taken for deleted: reconciling it again",
-        rec.ref.kind,
-        rec.ref.namespace,
-        rec.ref.name,
-    )
+    if rec is not None:
+        _say_and_wake(st, rec, "is on the API server again after it was taken for deleted: reconciling it again")
+
+
+def _say_and_wake(st: OperatorState, rec: ResourceClaim, what: str) -> None:
+    log.warning("%s %s/%s %s", rec.ref.kind, rec.ref.namespace, rec.ref.name, what)
     engine = st.engines.get(rec.cluster)
     if engine is not None:
-        engine.trigger(uid)
+        engine.trigger(rec.ref.uid)
 
 
 #: How long a deletion handler waits for its keys to leave the brokers before Kopf retries it.
