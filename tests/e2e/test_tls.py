@@ -71,15 +71,18 @@ def operator_tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def stack(
     kube: KubeAPIServer, tls_kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory, operator_tmp: Path
 ) -> Iterator[Stack]:
-    # conftest.start_stack, plus TMPDIR for the operator.
+    # conftest.start_stack (its namespaces only: another module's leftovers stay off this broker), plus TMPDIR.
     kube.apply_crds()
     ensure_ledger_namespace(kube)
     default = f"kc-{uuid.uuid4().hex[:6]}"
     kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest(default, tls_kafka.bootstrap))
     operator = OperatorProcess(
-        kube, tmp_path_factory.mktemp("operator"), default_cluster=default, extra_env={"TMPDIR": str(operator_tmp)}
+        kube,
+        tmp_path_factory.mktemp("operator"),
+        default_cluster=default,
+        extra_env={"TMPDIR": str(operator_tmp), "KQUOTA_WATCH_NAMESPACES": json.dumps(["tls-*"])},
     ).start()
-    s = Stack(kube, tls_kafka, operator, default)
+    s = Stack(kube, tls_kafka, operator, default, namespace_prefix="tls")
     try:
         yield s
     finally:
