@@ -679,7 +679,9 @@ def test_longest_names_in_bulk_fit_the_controllers_batch_limit(stack: Stack, res
     deadline = time.monotonic() + 420
     seen: dict[str, str] = {}
     while True:
-        seen = reasons() or seen
+        got = reasons()
+        if got is not None:
+            seen = got
         live = stack.broker_quotas()
         applied = sum(1 for e, v in want.items() if live.get(e) == v)
         if (applied == BULK and list(seen.values()).count("Applied") == BULK) or time.monotonic() > deadline:

@@ -31,16 +31,14 @@ from harness.kafka_cluster import KafkaCluster
 from harness.kube_apiserver import KubeAPIServer
 from harness.operator_proc import (
     LEDGER_NAMESPACE,
-    OperatorProcess,
     apply,
     client_quota,
     condition,
-    ensure_ledger_namespace,
     get,
     kafka_cluster_manifest,
     wait_for,
 )
-from harness.stack import Stack, stop_stack
+from harness.stack import Stack, start_stack, stop_stack
 from harness.tls import CertificateAuthority
 
 from kquota.domain.entities import Entity, QuotaKey
@@ -71,18 +69,15 @@ def operator_tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def stack(
     kube: KubeAPIServer, tls_kafka: KafkaCluster, tmp_path_factory: pytest.TempPathFactory, operator_tmp: Path
 ) -> Iterator[Stack]:
-    # conftest.start_stack (its namespaces only: another module's leftovers stay off this broker), plus TMPDIR.
-    kube.apply_crds()
-    ensure_ledger_namespace(kube)
-    default = f"kc-{uuid.uuid4().hex[:6]}"
-    kube.kubectl("apply", "-f", "-", input=kafka_cluster_manifest(default, tls_kafka.bootstrap))
-    operator = OperatorProcess(
+    # The shared stack's, plus TMPDIR for the operator; its namespaces only (another module's leftovers stay
+    # off this broker).
+    s = start_stack(
         kube,
+        tls_kafka,
         tmp_path_factory.mktemp("operator"),
-        default_cluster=default,
-        extra_env={"TMPDIR": str(operator_tmp), "KQUOTA_WATCH_NAMESPACES": json.dumps(["tls-*"])},
-    ).start()
-    s = Stack(kube, tls_kafka, operator, default, namespace_prefix="tls")
+        extra_env={"TMPDIR": str(operator_tmp)},
+        namespace_prefix="tls",
+    )
     try:
         yield s
     finally:
