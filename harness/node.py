@@ -45,8 +45,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from harness import cache, images, procs
 from harness.kube_apiserver import KUBERNETES_VERSION, SOURCE_DIR, KubeAPIServer
 
@@ -370,6 +368,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             "serializeImagePulls": False,
             "maxPods": 30,
         }
+        # Imported here: the rest of this module is standard library only, so its builds can run
+        # before the virtualenv exists (harness/gobuilds.py).
+        import yaml
+
         config_path = base / "config.yaml"
         config_path.write_text(yaml.safe_dump(config))
         proc = procs.Process(
