@@ -151,7 +151,13 @@ def test_kquota_connects_through_every_listener_of_a_default_strimzi(
         )
     for i, listener in enumerate(clusters):
         wait_for(lambda listener=listener: reason(stack, ns, listener) == "Applied", 90, f"applied via {listener}")
-        assert cluster_conditions(kube, names[listener])["Ready"]["reason"] == "Connected"
+        # Written by the same pass as the resource's status, not necessarily before it.
+        wait_for(
+            lambda listener=listener: cluster_conditions(kube, names[listener])["Ready"]["reason"] == "Connected",
+            30,
+            f"{listener}'s KafkaCluster Connected",
+            on_timeout=lambda listener=listener: str(cluster_conditions(kube, names[listener])["Ready"]),
+        )
         assert stack.broker_quotas()[Entity.for_pair(f"app-{i}", "c")] == {P: 1000.0 + i}
 
     # A cluster CA key replacement: the Secret's ca.crt (and the listeners' status) is the new CA while the
@@ -177,7 +183,14 @@ def test_kquota_connects_through_every_listener_of_a_default_strimzi(
             90,
             f"applied via {listener} during the CA key replacement",
         )
-        assert cluster_conditions(kube, names[listener])["Ready"]["reason"] == "Connected"
+        # The KafkaCluster's conditions are written once the pass that applied it is done: a pass that
+        # read the Kafka between its new status and the new CA Secret said ClusterNotReady until then.
+        wait_for(
+            lambda listener=listener: cluster_conditions(kube, names[listener])["Ready"]["reason"] == "Connected",
+            30,
+            f"{listener}'s KafkaCluster Connected again during the CA key replacement",
+            on_timeout=lambda listener=listener: str(cluster_conditions(kube, names[listener])["Ready"]),
+        )
     kube.kubectl("delete", "clientquotas", "--all", "-n", ns, "--timeout=90s")
     for name in names.values():
         kube.kubectl("delete", "kafkacluster", name, "--timeout=60s")
