@@ -95,7 +95,8 @@ def test_the_background_builds_need_nothing_but_the_standard_library() -> None:
     # make setup starts them with the system's python3, before the virtualenv exists (-S: no site-packages).
     probe = (
         "import sys, harness.gobuilds\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] not in sys.stdlib_module_names | {'harness', '__main__'}))"
+        "ours = sys.stdlib_module_names | {'harness', '__main__'}\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] not in ours))"
     )
     out = subprocess.run(
         [sys.executable, "-S", "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60, check=True
