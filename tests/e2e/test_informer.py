@@ -2,8 +2,8 @@
 
 tests/unit/test_informer.py checks its control flow against a stand-in; here the pages, continue
 tokens, resourceVersions and watch events are the API server's own: a list of more than two pages
-(the next page asked for while the previous one is handed on) hands every object on exactly once,
-and the watch that follows delivers a create and a delete made after it.
+hands every object on exactly once, and the watch that follows delivers a create and a delete made
+after it.
 """
 
 from __future__ import annotations

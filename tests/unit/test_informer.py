@@ -119,27 +119,6 @@ def test_pages_are_handed_on_then_the_watch_resumes_from_the_last_version(monkey
     assert inf.synced.is_set() and inf.lists == 1
 
 
-def test_the_next_page_is_asked_for_while_this_one_is_handed_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    # So the API server prepares it while this page is parsed (a restart's listing), not after.
-    monkeypatch.setattr(informer_module, "YIELD_EVERY", 1)
-    api = Api([obj(f"u{i}", i) for i in range(6)], [])
-    requested_at_upsert: list[int] = []
-
-    class Watching(Sink):
-        def upsert(self, kind: str, body: Mapping[str, Any]) -> None:
-            requested_at_upsert.append(len(api.requests))
-            super().upsert(kind, body)
-
-    sink = Watching()
-    inf = Informer(api, "ClientQuota", "clientquotas", None, sink, page=3)  # type: ignore[arg-type]
-    asyncio.run(run_until(inf, lambda: len(api.streams) >= 1))
-    assert sink.log == [("upsert", f"u{i}") for i in range(6)] + [("listed", [f"u{i}" for i in range(6)])]
-    # The second page was requested while the first page's objects were handed on; there is no third.
-    assert requested_at_upsert[0] == 1 and requested_at_upsert[2] == 2
-    assert requested_at_upsert[3:] == [2, 2, 2]
-    assert len(api.requests) == 2
-
-
 @pytest.mark.parametrize(
     "expiry",
     [
