@@ -349,6 +349,10 @@ class Report:
     seconds: float = 0.0
     #: Ready statuses the watcher compared with the broker (evidence the check ran).
     ready_checked: int = 0
+    #: Operators that exited on their own (no fault killed them) and were started again, as the
+    #: kubelet restarts a container: step, exit code and the last log line. Not an invariant broken,
+    #: but always reported: each is an operator crash or a deliberate exit (a Kopf that stopped).
+    operator_exits: list[str] = field(default_factory=list)
 
     def convergence(self, kinds: Iterable[str] | None = None) -> dict[str, float]:
         wanted = set(kinds) if kinds is not None else None
@@ -372,6 +376,7 @@ class Report:
             "setup_seconds": round(self.setup_seconds, 1),
             "seconds": round(self.seconds, 1),
             "ready_checked": self.ready_checked,
+            "operator_exits": self.operator_exits,
             "removals_checked": sum(s.removals_checked for s in self.steps),
             "convergence": self.convergence(),
             "convergence_without_failover": self.convergence(
@@ -410,6 +415,8 @@ class Report:
             f"{sum(s.refused_checked for s in self.steps)} refused statuses, "
             f"{sum(s.kept_checked for s in self.steps)} kept keys"
         )
+        lines.append(f"  operators that exited on their own and were started again: {len(self.operator_exits)}")
+        lines += [f"    {e}" for e in self.operator_exits]
         lines.append("")
         if not self.violations:
             lines.append("invariants broken: 0")
@@ -565,6 +572,8 @@ class Soak:
     grants: Grants | None = None
     #: The grants in force when the current step began.
     _grants_at_step: Grants | None = None
+    #: The step being played (its index).
+    _step_index: int = 0
     #: 1, or 3: the 3-broker mode (TopicQuotas on TOPICS, leader moves, the KRaft controller killed).
     brokers: int = 1
     #: The leader layout of TOPICS as the last convergence check read it.
@@ -950,6 +959,16 @@ class Soak:
 
     def converged(self) -> tuple[bool, str, Claims | None, dict[Entity, dict[str, float]]]:
         """Whether the broker and every status have caught up; the reason when not."""
+        op = self.operator
+        if op is not None and op.proc is not None and op.proc.popen is not None and not op.proc.alive():
+            # The fault is over and nothing killed it: the kubelet would start the container again
+            # (restartPolicy Always), so the soak does, and reports it.
+            code = op.proc.popen.poll()
+            last = (op.log().strip().splitlines() or [""])[-1][:200]
+            if self.report is not None:
+                self.report.operator_exits.append(f"step {self._step_index}: exit code {code}; last line: {last}")
+            op.start()
+            return False, f"the operator exited on its own (code {code}) and was started again", None, {}
         if self._takeover is not None:
             if "Resuming operations" not in self._takeover.log():
                 return False, "the standby replica has not taken over", None, {}
@@ -1192,6 +1211,7 @@ class Soak:
         return f"make soak SEED={self.seed} FAULTS={step}{brokers}{kinds}{broken}"
 
     def play(self, step: Step, watch: ReadyWatch) -> StepResult:
+        self._step_index = step.index
         self._grants_at_step = self.grants
         # The resources as the step begins (none when the API server does not answer: then only
         # the values the operations apply are allowed).

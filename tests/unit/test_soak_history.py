@@ -147,3 +147,14 @@ def test_the_report_names_each_broken_invariant_with_the_command_that_replays_it
     assert "without failover: p50 4.0, p99 4.0" in text
     assert "invariants broken: 1" in text and "replay: make soak SEED=5 FAULTS=3" in text
     assert report.as_json()["per_kind"]["failover"]["max"] == 61.0
+
+
+def test_the_report_says_each_operator_that_exited_on_its_own_and_was_started_again() -> None:
+    report = Report(14, 1, list(FAULT_KINDS))
+    assert "exited on their own and were started again: 0" in report.text()
+    report.operator_exits = ["step 51: exit code -9; last line: Hung tasks are not stopped"]
+    text = report.text()
+    assert "exited on their own and were started again: 1" in text
+    assert "    step 51: exit code -9; last line: Hung tasks are not stopped" in text
+    assert "invariants broken: 0" in text, "a restart is reported, not an invariant broken"
+    assert report.as_json()["operator_exits"] == report.operator_exits
