@@ -274,16 +274,14 @@ def _wait_on_broker(admin: QuotaAdmin, expected: dict[int, float], timeout: floa
     step = max(1, len(keys) // PROBE_SAMPLES)
     samples = {Entity.for_user(f"bench-{i}"): expected[i] for i in [*keys[::step], keys[-1]]} if keys else {}
     while True:
-        if all(admin.describe_entity(e).get(P) == want for e, want in samples.items()):
-            if (done := _on_broker(admin, expected)) == len(expected):
-                return
-            time.sleep(0.2)
-        else:
-            done = -1
-            time.sleep(0.05)
+        sampled = all(admin.describe_entity(e).get(P) == want for e, want in samples.items())
+        if sampled and _on_broker(admin, expected) == len(expected):
+            return
         if time.monotonic() > deadline:
-            got = done if done >= 0 else _on_broker(admin, expected)
-            raise TimeoutError(f"{got} of {len(expected)} quotas on the broker after {timeout:.0f}s")
+            raise TimeoutError(
+                f"{_on_broker(admin, expected)} of {len(expected)} quotas on the broker after {timeout:.0f}s"
+            )
+        time.sleep(0.2 if sampled else 0.05)
 
 
 def _limits(res: SizeResult, admin: QuotaAdmin, api: k8s.CustomObjectsApi, ns: str, n: int, writers: int) -> None:

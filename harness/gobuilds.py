@@ -95,15 +95,15 @@ def hurry() -> int:
 
 def run_idle(build: Callable[[], object]) -> None:
     """Run ``build`` at idle priority in a session of its own that :func:`hurry` can find."""
-    if not _become_idle():
-        build()
-        return
-    _pid_file().write_text(str(os.getsid(0)))
+    own_session = _become_idle()
+    if own_session:
+        _pid_file().write_text(str(os.getsid(0)))
     try:
         build()
     finally:
-        with contextlib.suppress(OSError):
-            _pid_file().unlink()
+        if own_session:
+            with contextlib.suppress(OSError):
+                _pid_file().unlink()
 
 
 def build_core() -> None:

@@ -57,6 +57,7 @@ def test_a_stopping_operator_with_a_task_that_will_not_stop_is_gone_within_the_b
         tmp_path,
         "stuck-exit",
         extra_env={"KQUOTA_WATCH_NAMESPACES": '["stuck-exit-none"]'},  # nothing of the other modules'
+        # OperatorProcess runs [python, -m, kquota.cli.main, operator, ...]: the same arguments, through STUBBORN.
         wrapper=lambda argv: [sys.executable, "-c", STUBBORN, *argv[3:]],
     )
     operator.start()

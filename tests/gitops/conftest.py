@@ -39,7 +39,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     first_of_module: set[Path] = set()
     for item in ours:
         item.add_marker(pytest.mark.gitops)
-        if not built and item.path not in first_of_module:
+        # No allowance where the suite has no timeout (pytest's `timeout` 0): nothing to extend.
+        if not built and base and item.path not in first_of_module:
             # The module's first test starts its fixtures, which wait for the build.
             first_of_module.add(item.path)
             item.add_marker(pytest.mark.timeout(base + BUILD_ALLOWANCE_S))
