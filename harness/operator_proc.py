@@ -83,8 +83,8 @@ class OperatorProcess:
         self.proc.wait_until(self.healthy, timeout, "/healthz answering")
         return self
 
-    def healthy(self) -> bool:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.liveness_port}/healthz", timeout=2) as resp:
+    def healthy(self, timeout: float = 2.0) -> bool:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.liveness_port}/healthz", timeout=timeout) as resp:
             return bool(resp.status == 200)
 
     def metrics(self) -> str:

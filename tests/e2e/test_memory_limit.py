@@ -105,7 +105,7 @@ def test_a_limit_below_the_need_is_said_on_every_kafkacluster_and_nothing_is_oom
         # It stays up, reconciles nothing, and the kernel killed nothing.
         time.sleep(10)
         assert operator.proc is not None and operator.proc.alive(), operator.log()[-3000:]
-        assert operator.healthy()
+        assert operator.healthy(timeout=5)  # the chart's liveness probe timeout
         assert cgroup.oom_kills() == 0
         admin = QuotaAdmin(ConnectionSettings(bootstrap_servers=kafka.bootstrap))
         try:
