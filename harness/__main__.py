@@ -168,6 +168,9 @@ def _soak(args: argparse.Namespace) -> int:
     print(report.text())
     js, txt = report.write(Path(args.report_dir))
     print(f"report: {js} and {txt}")
+    logs = report.keep_logs(workdir, Path(args.report_dir))
+    if logs is not None:
+        print(f"the operators' logs of this run: {logs}")
     return 1 if report.violations else 0
 
 

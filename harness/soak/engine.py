@@ -44,6 +44,7 @@ import json
 import math
 import re
 import secrets
+import shutil
 import signal
 import subprocess
 import threading
@@ -426,6 +427,21 @@ class Report:
                 lines.append(f"  step {v.step} ({v.fault}): {v.invariant}: {v.detail}")
                 lines.append(f"    replay: {v.replay}")
         return "\n".join(lines)
+
+    def keep_logs(self, workdir: Path, directory: Path) -> Path | None:
+        """Copy the operators' logs of a run that broke an invariant beside its report; the folder, else None.
+
+        The run's components live in a temporary directory: without the logs a broken
+        invariant that a replay does not reproduce cannot be diagnosed (SEED=15's first run).
+        """
+        logs = sorted(workdir.glob("operator-*/operator-*.log"))
+        if not self.violations or not logs:
+            return None
+        kept = directory / f"soak-seed{self.seed}-faults{self.faults}-logs"
+        kept.mkdir(parents=True, exist_ok=True)
+        for log in logs:
+            shutil.copyfile(log, kept / f"{log.parent.name}-{log.name}")
+        return kept
 
     def write(self, directory: Path) -> tuple[Path, Path]:
         directory.mkdir(parents=True, exist_ok=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from harness.soak.engine import Report, StepResult, claims, percentile
@@ -158,3 +159,21 @@ def test_the_report_says_each_operator_that_exited_on_its_own_and_was_started_ag
     assert "    step 51: exit code -9; last line: Hung tasks are not stopped" in text
     assert "invariants broken: 0" in text, "a restart is reported, not an invariant broken"
     assert report.as_json()["operator_exits"] == report.operator_exits
+
+
+def test_a_run_that_broke_an_invariant_keeps_its_operators_logs_beside_the_report(tmp_path: Path) -> None:
+    from harness.soak.engine import Violation
+
+    work, reports = tmp_path / "work", tmp_path / "reports"
+    for n in (1, 2):
+        (work / f"operator-{n}").mkdir(parents=True)
+        (work / f"operator-{n}" / "operator-1.log").write_text(f"replica {n}\n")
+    (work / "kafka").mkdir()
+    (work / "kafka" / "server.log").write_text("not an operator's\n")
+    report = Report(15, 76, list(FAULT_KINDS))
+    assert report.keep_logs(work, reports) is None, "a run that broke nothing keeps nothing"
+    report.violations = [Violation(75, "ledger-edited", "desired state", "x", "make soak SEED=15 FAULTS=75")]
+    kept = report.keep_logs(work, reports)
+    assert kept == reports / "soak-seed15-faults76-logs"
+    assert sorted(p.name for p in kept.iterdir()) == ["operator-1-operator-1.log", "operator-2-operator-1.log"]
+    assert (kept / "operator-2-operator-1.log").read_text() == "replica 2\n"
