@@ -192,6 +192,38 @@ def wait_for(
     raise AssertionError(message)
 
 
+def wait_until_none_left(
+    count: Callable[[], int | None],
+    stall: float,
+    cap: float,
+    what: str,
+    interval: float = 2.0,
+    on_timeout: Callable[[], str] | None = None,
+) -> None:
+    """Wait until ``count()`` is 0, judged by progress: fail when it has not gone down for ``stall`` seconds.
+
+    Draining many objects takes what the machine gives it: on a busy one, a thousand finalizer
+    PATCHes take minutes, and a fixed deadline fails a drain that is still moving. A drain that
+    stops is still caught (``stall``), and none may take longer than ``cap``. ``count`` may return
+    None when it could not look (an API server that timed out): that is neither progress nor zero.
+    """
+    started = time.monotonic()
+    best: int | None = None
+    moved = started
+    while True:
+        left = count()
+        now = time.monotonic()
+        if left == 0:
+            return
+        if left is not None and (best is None or left < best):
+            best, moved = left, now
+        if now - moved > stall or now - started > cap:
+            why = f"none gone for {now - moved:.0f}s" if now - moved > stall else f"over {cap:.0f}s in all"
+            tail = on_timeout()[-3500:] + "\n" if on_timeout is not None else ""
+            raise AssertionError(f"{tail}waiting for {what}: {why}; {best} left (last look: {left})")
+        time.sleep(interval)
+
+
 def ensure_ledger_namespace(kube: KubeAPIServer) -> None:
     kube.kubectl("create", "namespace", LEDGER_NAMESPACE, check=False)
 

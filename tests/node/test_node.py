@@ -25,7 +25,7 @@ import pytest
 from harness import images
 from harness.kafka_cluster import KafkaCluster
 from harness.node import Node
-from harness.operator_proc import apply, apply_many, client_quota, wait_for
+from harness.operator_proc import apply, apply_many, client_quota, wait_for, wait_until_none_left
 
 from kquota.api.quantity import parse_quantity
 from kquota.domain.entities import Entity
@@ -465,8 +465,10 @@ def test_recovery_then_uninstall_in_the_documented_order_leaves_nothing(release:
                 approve_held_removals(release)
             return left
 
-        wait_for(lambda: quota_resources_left() == 0, 300, "every quota resource gone", interval=2.0,
-                 on_timeout=lambda: f"{quota_resources_left()} left\n{release.operator_logs()}")  # fmt: skip
+        # Progress judges, not a fixed deadline: on a busy machine the API server takes minutes for the
+        # finalizer PATCHes of 1000+ resources (CI beside a soak: Kopf's PATCHes timed out and retried).
+        wait_until_none_left(quota_resources_left, stall=300, cap=800, what="every quota resource gone",
+                             on_timeout=release.operator_logs)  # fmt: skip
         quotas_gone = time.monotonic()
         node.kubectl("delete", "kafkaclusters", "-l", f"app.kubernetes.io/instance={release.name}",
                      "--wait=true", "--timeout=60s", timeout=90)  # fmt: skip
