@@ -49,7 +49,6 @@ send them.
 from __future__ import annotations
 
 import json
-import re
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -70,6 +69,7 @@ from kquota.kafka.batching import record_bytes
 from kquota.kafka.settings import ConnectionSettings
 from tests.integration.test_quota_adapter import configs_wording, kafka_configs_quotas
 from tests.plugins.resilience import Resilience
+from tests.support.chart import chart_liveness_probe
 from tests.support.quotas import C, N, P, R
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -360,16 +360,6 @@ def status_verdict(row: Row, obj: dict[str, Any] | None) -> tuple[bool, str]:
 def key_diff(want: Mapping[QuotaKey, float], have: Mapping[QuotaKey, float]) -> int:
     """Keys missing, extra or with another value."""
     return sum(1 for k in set(want) | set(have) if want.get(k) != have.get(k))
-
-
-def chart_liveness_probe() -> tuple[float, int]:
-    """The chart's livenessProbe (timeoutSeconds, failureThreshold): what makes the kubelet restart the operator."""
-    template = (REPO / "helm" / "kquota" / "templates" / "deployment.yaml").read_text()
-    block = template.split("livenessProbe:", 1)[1].split("securityContext:", 1)[0]
-    timeout = re.search(r"timeoutSeconds:\s*(\d+)", block)
-    threshold = re.search(r"failureThreshold:\s*(\d+)", block)
-    assert timeout and threshold, "the chart's livenessProbe no longer sets timeoutSeconds and failureThreshold"
-    return float(timeout.group(1)), int(threshold.group(1))
 
 
 class Health:

@@ -39,6 +39,7 @@ from kquota.domain.entities import Entity
 from kquota.kafka.admin import QuotaAdmin
 from kquota.kafka.settings import ConnectionSettings
 from kquota.reconcile import sizing
+from tests.support.chart import chart_liveness_probe
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -105,7 +106,7 @@ def test_a_limit_below_the_need_is_said_on_every_kafkacluster_and_nothing_is_oom
         # It stays up, reconciles nothing, and the kernel killed nothing.
         time.sleep(10)
         assert operator.proc is not None and operator.proc.alive(), operator.log()[-3000:]
-        assert operator.healthy(timeout=5)  # the chart's liveness probe timeout
+        assert operator.healthy(timeout=chart_liveness_probe()[0])
         assert cgroup.oom_kills() == 0
         admin = QuotaAdmin(ConnectionSettings(bootstrap_servers=kafka.bootstrap))
         try:

@@ -9,9 +9,10 @@ it may do), and, where a health check waits for the Deployment, report it availa
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
-from harness.kube_apiserver import KubeAPIServer
+from harness.kube_apiserver import REPO, KubeAPIServer
 from harness.operator_proc import OperatorProcess
 
 
@@ -63,3 +64,13 @@ def report_available(kube: KubeAPIServer, namespace: str, deployment: str) -> No
         "patch", "deployment", deployment, "-n", namespace, "--subresource=status", "--type=merge",
         "-p", json.dumps({"status": status}),
     )  # fmt: skip
+
+
+def chart_liveness_probe() -> tuple[float, int]:
+    """The chart's livenessProbe (timeoutSeconds, failureThreshold): what makes the kubelet restart the operator."""
+    template = (REPO / "helm" / "kquota" / "templates" / "deployment.yaml").read_text()
+    block = template.split("livenessProbe:", 1)[1].split("securityContext:", 1)[0]
+    timeout = re.search(r"timeoutSeconds:\s*(\d+)", block)
+    threshold = re.search(r"failureThreshold:\s*(\d+)", block)
+    assert timeout and threshold, "the chart's livenessProbe no longer sets timeoutSeconds and failureThreshold"
+    return float(timeout.group(1)), int(threshold.group(1))
