@@ -14,7 +14,15 @@ from typing import Any
 
 import pytest
 from harness.kafka_cluster import KafkaCluster, running
-from harness.operator_proc import apply, client_quota, condition, get, kafka_cluster_manifest, wait_for
+from harness.operator_proc import (
+    LEDGER_NAMESPACE,
+    apply,
+    client_quota,
+    condition,
+    get,
+    kafka_cluster_manifest,
+    wait_for,
+)
 from harness.stack import Stack
 
 from kquota.domain.entities import Entity, QuotaKey
@@ -203,6 +211,26 @@ def test_status_writes_wake_no_pass_and_a_users_annotation_does(stack: Stack) ->
     stack.kube.kubectl("annotate", "clientquota", "q", "-n", ns, "poke=1")
     wait_for(lambda: narrow() > settled, 20, "a narrow pass after kubectl annotate")
     wait_broker(stack, Entity.for_user(user), {P: 4242.0})
+
+
+def test_the_operators_writes_name_kquota_as_their_field_manager(stack: Stack) -> None:
+    # managedFields, audit logs and `kubectl get --show-managed-fields` say who wrote what: the
+    # API server names a write's manager after the client's User-Agent (the client library's
+    # default said "OpenAPI-Generator").
+    ns = stack.new_namespace()
+    apply(stack.kube, client_quota(ns, "q", {"user": {"name": uniq("fm")}}, {"producerByteRate": 4343}))
+    wait_ready(stack, ns, "q", reason="Applied")
+    shown = stack.kube.kubectl("get", "clientquota", "q", "-n", ns, "-o", "json", "--show-managed-fields")
+    managers = {(m.get("subresource"), m["manager"]) for m in json.loads(shown.stdout)["metadata"]["managedFields"]}
+    assert ("status", "kquota") in managers, managers
+    assert not any(name == "OpenAPI-Generator" for _, name in managers), managers
+    ledgers = json.loads(
+        stack.kube.kubectl(
+            "get", "configmaps", "-n", LEDGER_NAMESPACE, "-l", "kquota.io/ledger", "-o", "json", "--show-managed-fields"
+        ).stdout
+    )["items"]
+    assert ledgers, "no ledger ConfigMap"
+    assert {m["manager"] for cm in ledgers for m in cm["metadata"]["managedFields"]} == {"kquota"}
 
 
 @pytest.mark.k8s_floor
