@@ -36,7 +36,12 @@ AlterClientQuotas of N entities in the fewest requests Kafka allows, one
 entity's alter + describe round trip, the API server's delivery of one change
 to a watcher (patch sent to watch event received), and its status-write rate
 at the operator's concurrency. ``physical_limit_seconds`` (list + describe +
-alter) is the least any operator must spend from a cold start to N applied;
+alter) is the least any operator must spend from a cold start to N applied,
+with the list measured as the cold start finds the objects: right before the
+operator-alone phase, with the statuses, finalizers and ``managedFields`` the
+earlier phases gave them (at 10,000 about three times the bytes of the
+objects just created; the list measured at creation, the figure before
+2026-11-30, is kept as ``limit_list_at_creation_seconds``);
 watch delivery + round trip is the least a single change can take from
 ``kubectl patch`` to the broker; each operator figure is printed and written
 as a multiple of its limit.
@@ -52,6 +57,7 @@ Not a test: it prints a table and writes JSON; targets are reported, not asserte
 from __future__ import annotations
 
 import argparse
+import asyncio
 import concurrent.futures
 import dataclasses
 import json
@@ -83,6 +89,7 @@ from kubernetes import watch as k8s_watch
 
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.plan import EntityChange, QuotaOp
+from kquota.k8s.api import Kube, api_path, connect
 from kquota.kafka.admin import QuotaAdmin
 from kquota.kafka.settings import ConnectionSettings
 from kquota.reconcile.settings import OperatorSettings
@@ -148,7 +155,13 @@ class SizeResult:
     operator_only_seconds: float | None = None
     operator_only_per_second: float | None = None
     # The physical limits (see the module docstring) and the operator's multiples of them.
+    #: Listing the N as the cold start finds them (the least of four lists right before it, two per client).
     limit_list_seconds: float = 0.0
+    #: Listing the N just after they were created (no status, finalizer or operator's managedFields yet).
+    limit_list_at_creation_seconds: float = 0.0
+    #: Mean JSON bytes of one object in those two lists.
+    object_bytes_at_creation: float = 0.0
+    object_bytes_at_start: float = 0.0
     limit_describe_all_seconds: float = 0.0
     limit_alter_all_seconds: float = 0.0
     limit_round_trip_seconds: float = 0.0
@@ -157,6 +170,8 @@ class SizeResult:
     limit_status_writes_per_second: float = 0.0
     physical_limit_seconds: float = 0.0
     operator_only_vs_limit: float | None = None
+    #: The same over the limit with the list at creation (the ratio as measured before 2026-11-30).
+    operator_only_vs_limit_at_creation: float | None = None
     p50_vs_round_trip: float | None = None
     p50_vs_change_limit: float | None = None
     ready_vs_status_write_limit: float | None = None
@@ -284,21 +299,55 @@ def _wait_on_broker(admin: QuotaAdmin, expected: dict[int, float], timeout: floa
         time.sleep(0.2 if sampled else 0.05)
 
 
-def _limits(res: SizeResult, admin: QuotaAdmin, api: k8s.CustomObjectsApi, ns: str, n: int, writers: int) -> None:
-    """The physical limits, on the same stack, before the operator is started (nothing else runs)."""
+def _list_all(api: k8s.CustomObjectsApi, ns: str, n: int) -> tuple[float, float]:
+    """Seconds to list the N resources (pages of 5,000), and the mean JSON bytes of one object."""
     t0 = time.monotonic()
     cont: str | None = None
-    listed = 0
+    pages = []
     while True:
         page = api.list_namespaced_custom_object(
             GROUP, VERSION, ns, "clientquotas", limit=5000, **({"_continue": cont} if cont else {})
         )
-        listed += len(page["items"])
+        pages.append(page["items"])
         cont = page["metadata"].get("continue")
         if not cont:
             break
-    res.limit_list_seconds = time.monotonic() - t0
+    seconds = time.monotonic() - t0
+    listed = sum(len(items) for items in pages)
     assert listed == n, f"listed {listed} of {n}"
+    return seconds, sum(len(json.dumps(items)) for items in pages) / max(1, listed)
+
+
+def _list_all_async(kubeconfig: str, ns: str, n: int) -> float:
+    """Seconds to list the N resources with kquota's own adapter (aiohttp, pages of 5,000, JSON decoded)."""
+
+    async def run() -> float:
+        kube = Kube(await connect(kubeconfig))
+        try:
+            path = api_path("apis", GROUP, VERSION, "namespaces", ns, "clientquotas")
+            t0 = time.monotonic()
+            token, listed = "", 0
+            while True:
+                query = [("limit", "5000")] + ([("continue", token)] if token else [])
+                reply = await kube.request("GET", path, query=query)
+                listed += len(reply.get("items") or ())
+                token = str((reply.get("metadata") or {}).get("continue") or "")
+                if not token:
+                    break
+            seconds = time.monotonic() - t0
+        finally:
+            await kube.close()
+        assert listed == n, f"listed {listed} of {n}"
+        return seconds
+
+    return asyncio.run(run())
+
+
+def _limits(res: SizeResult, admin: QuotaAdmin, api: k8s.CustomObjectsApi, ns: str, n: int, writers: int) -> None:
+    """The physical limits, on the same stack, before the operator is started (nothing else runs)."""
+    res.limit_list_at_creation_seconds, res.object_bytes_at_creation = _list_all(api, ns, n)
+    # Until the operator-alone phase measures it as that start finds the objects.
+    res.limit_list_seconds = res.limit_list_at_creation_seconds
 
     # Alter N fresh entities in the fewest requests (the adapter splits at Kafka's limits), until visible.
     fresh = [EntityChange(Entity.for_user(f"limit-{i}"), (QuotaOp(P, 1000.0 + i),)) for i in range(n)]
@@ -663,6 +712,14 @@ def run_size(
         live = admin.describe_all()
         admin.alter([EntityChange(e, tuple(QuotaOp(k, None) for k in v)) for e, v in live.items()])
         kube.kubectl("delete", "configmap", "-n", LEDGER_NAMESPACE, "-l", "kquota.io/ledger=bench")
+        # The list part of the limit, as this start finds the objects: the least of two lists with the
+        # Kubernetes client and two with kquota's own adapter (the least any operator can take).
+        lists = [_list_all(api, ns, n) for _ in range(2)]
+        adapter = [_list_all_async(str(kube.kubeconfig), ns, n) for _ in range(2)]
+        res.limit_list_seconds = min([seconds for seconds, _ in lists] + adapter)
+        res.object_bytes_at_start = lists[0][1]
+        at_creation = res.physical_limit_seconds
+        res.physical_limit_seconds = at_creation - res.limit_list_at_creation_seconds + res.limit_list_seconds
         t0 = time.monotonic()
         operator.start(timeout=300)
         try:
@@ -674,6 +731,7 @@ def run_size(
         res.operator_only_seconds = time.monotonic() - t0
         res.operator_only_per_second = n / res.operator_only_seconds
         res.operator_only_vs_limit = res.operator_only_seconds / res.physical_limit_seconds
+        res.operator_only_vs_limit_at_creation = res.operator_only_seconds / at_creation
         return res
     except BaseException:
         # What was measured before the failure is worth keeping (a 50,000 run takes most of an hour).
@@ -935,6 +993,13 @@ def main() -> int:
             f"{opt(r.idle_default_cpu_percent, '.1f'):>9} {opt(r.idle_default_with_metrics_cpu_percent, '.1f'):>8} "
             f"{opt(r.idle_rss_mib, '.0f'):>8} {opt(r.restart_to_first_change_seconds, '.2f'):>9} "
             f"{opt(r.restart_rss_mib, '.0f'):>5} {opt(r.restart_rss_peak_mib, '.0f'):>5}"
+        )
+    print("\nthe list part of the limit: as the cold start finds the objects (used above), and just after creation")
+    for r in results:
+        print(
+            f"{r.n:>7} at start {r.limit_list_seconds:6.2f} s ({r.object_bytes_at_start:5.0f} B/object), "
+            f"at creation {r.limit_list_at_creation_seconds:6.2f} s ({r.object_bytes_at_creation:5.0f} B/object); "
+            f"op-only x the limit with the list at creation: {opt(r.operator_only_vs_limit_at_creation, '.2f')}"
         )
     print("\nmean ms per phase: narrow passes (single changes), full passes (drift checks, standing still)")
     for r in results:
