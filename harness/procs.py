@@ -145,6 +145,28 @@ def _ephemeral_low() -> int:
         return 32768
 
 
+def port_range() -> tuple[int, int]:
+    """The ports this process hands out, ``[start, end)``: below the ephemeral range, a slice per pytest-xdist worker.
+
+    Each worker is a process with its own record of what it handed out, and a
+    port that is free when checked is bound by its component only seconds later
+    (a broker starting): two workers could hand out the same port, and one
+    component failed to bind it ("Address already in use", a 3-broker cluster in
+    a full ``make test``). Disjoint slices rule that out between workers. A
+    process a worker starts inherits its slice, as any process shared the whole
+    range before.
+    """
+    end = _ephemeral_low()
+    start = max(1024, end - 16384)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if worker.startswith("gw") and worker[2:].isdigit() and count.isdigit() and int(count) > 1:
+        index, width = int(worker[2:]), (end - start) // int(count)
+        if index < int(count):
+            start, end = start + index * width, start + (index + 1) * width
+    return start, end
+
+
 def free_port() -> int:
     """A free loopback port below the kernel's ephemeral range, not handed out before.
 
@@ -156,8 +178,7 @@ def free_port() -> int:
     import random
     import socket
 
-    low = _ephemeral_low()
-    start = max(1024, low - 16384)
+    start, low = port_range()
     for _ in range(200):
         port = random.randrange(start, low)
         if port in _handed_out:
