@@ -39,7 +39,7 @@ at the operator's concurrency. ``physical_limit_seconds`` (list + describe +
 alter) is the least any operator must spend from a cold start to N applied,
 with the list measured as the cold start finds the objects: right before the
 operator-alone phase, with the statuses, finalizers and ``managedFields`` the
-earlier phases gave them (at 10,000 about three times the bytes of the
+earlier phases gave them (at 10,000 about four times the bytes of the
 objects just created; the list measured at creation, the figure before
 2026-11-30, is kept as ``limit_list_at_creation_seconds``);
 watch delivery + round trip is the least a single change can take from
