@@ -379,6 +379,47 @@ def test_a_full_pass_gives_way_only_once_so_a_stream_of_changes_cannot_put_it_of
     asyncio.run(run())
 
 
+def test_a_change_that_comes_with_a_full_pass_due_goes_first_and_the_full_pass_then_runs_whole() -> None:
+    # A KafkaCluster edit (a full pass) and a resource change in the same moment: the full pass
+    # would cover the change, but only at its end; the change goes narrow first. That is the
+    # full pass's one giving way: a change made while it then runs waits for its end.
+    async def run() -> None:
+        async with slow_full_passes(0.4) as (broker, records, eng):
+            records[1] = quota("q1", "u1", 300, generation=2)
+            eng.trigger()
+            eng.trigger("q1")
+            await until(lambda: broker.live[Entity.for_user("u1")] == {P: 300.0})
+            assert broker.reads == ["users/u1"], "the change waited for the full pass"
+            await until(lambda: broker.reads.count("all") == 1)
+            records[0] = quota("q0", "u0", 200, generation=2)
+            eng.trigger("q0")
+            await until(lambda: broker.live[Entity.for_user("u0")] == {P: 200.0})
+            assert broker.reads == ["users/u1", "all", "users/u0"], broker.reads
+            await until(lambda: not eng._gave_way and not eng._full)
+            assert reason(eng.kube, "q0") == reason(eng.kube, "q1") == Reason.APPLIED.value
+
+    asyncio.run(run())
+
+
+def test_the_first_full_pass_is_never_put_off_by_the_changes_that_come_with_it() -> None:
+    # Before the first full pass nothing is remembered to narrow from: it covers the changes.
+    async def run() -> None:
+        broker = SlowBroker()
+        records = [quota("q0", "u0", 100), quota("q1", "u1", 100)]
+        eng = engine(records, broker, Kube())
+        eng.trigger("q1")
+        loop = asyncio.create_task(eng.run())
+        try:
+            await until(lambda: broker.live.get(Entity.for_user("u1")) == {P: 100.0})
+            assert broker.reads[0] == "all", broker.reads
+        finally:
+            loop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop
+
+    asyncio.run(run())
+
+
 class SlowOnce:
     """Wraps a pure step of the pass: its first call in a full pass sleeps ``seconds`` first (in its thread)."""
 

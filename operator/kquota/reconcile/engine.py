@@ -247,10 +247,12 @@ class ClusterReconciler(Pass):
             self._first_trigger = None
             # While removals are held, every pass is full: the held set, and so the id an
             # approval names, must be the whole picture, not a narrow pass's part of it.
-            if self._narrow_first and self._dirty and self._hold is None:
-                # The changes a full pass gave way to; the full pass stays due and follows at once.
+            if self._dirty and self._hold is None and (self._narrow_first or self._full_may_wait()):
+                # The changes a full pass gave way to, or that came with a full pass due (a
+                # KafkaCluster edit, a drift check); the full pass stays due and follows at once.
                 scope: frozenset[str] | None = frozenset(self._dirty)
                 self._narrow_first = False
+                self._gave_way = True
                 self._wake.set()
             else:
                 scope = None if self._full or self._hold is not None else frozenset(self._dirty)
@@ -358,6 +360,16 @@ class ClusterReconciler(Pass):
     def _full_may_give_way(self) -> bool:
         """Whether the full pass under way would stop for a resource change (it runs in the loop, and has not yet)."""
         return self._looping and not self._gave_way and self._hold is None
+
+    def _full_may_wait(self) -> bool:
+        """Whether a full pass that is due may wait for a narrow pass over the changes that came with it.
+
+        The full pass would cover them, but only at its end (a third of a second at 10,000
+        resources, seconds at 50,000): they go first, as the changes a full pass gives way to
+        do. It counts as that full pass's once (see _full_may_give_way); never before the
+        first full pass has run, which is what a narrow pass's bookkeeping starts from.
+        """
+        return self._full and not self._gave_way and self.last_full_at > float("-inf")
 
     def _full_gives_way(self) -> bool:
         """Whether the full pass under way should stop for the changes that arrived meanwhile."""
