@@ -24,9 +24,11 @@ from kquota.domain.plan import EntityChange
 from kquota.domain.status import Reason
 from kquota.kafka.errors import EntityResult
 from kquota.reconcile import engine as engine_module
+from kquota.reconcile import gather as gather_module
 from kquota.reconcile import observing as observing_module
 from kquota.reconcile import passes as passes_module
 from kquota.reconcile import report as report_module
+from kquota.reconcile.claim_index import ClaimIndex
 from kquota.reconcile.engine import ClusterReconciler
 from kquota.reconcile.records import MetricsConfig
 from tests.support.engine import Broker, Kube, client_quota, config, engine, quota, reason
@@ -74,6 +76,44 @@ def test_a_narrow_pass_includes_every_claimant_of_a_touched_entity() -> None:
         await eng.reconcile_once(frozenset({"older"}))
         assert broker.live[Entity.for_user("shared")] == {P: 200.0}
         assert reason(kube, "newer") == Reason.APPLIED.value
+
+    asyncio.run(run())
+
+
+def _body(name: str, user: str, rate: int, created: str, generation: int = 1) -> dict[str, Any]:
+    meta = {"name": name, "namespace": "ns", "uid": name, "generation": generation, "creationTimestamp": created}
+    spec = {"clusterRef": "c", "entity": {"user": {"name": user}}, "quota": {"producerByteRate": rate}}
+    return {"apiVersion": "kquota.io/v1alpha1", "kind": "ClientQuota", "metadata": meta, "spec": spec}
+
+
+def test_a_narrow_pass_on_the_operators_claim_index_finds_the_claimants_without_a_scan(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The operator's index finds a touched entity's claimants itself: the scan of every
+    # resource is not run, and the older claimant out of scope still wins.
+    def no_scan(*_: Any) -> None:
+        raise AssertionError("a narrow pass scanned every resource")
+
+    async def run() -> None:
+        broker, kube = Broker(), Kube()
+        idx = ClaimIndex("c", lambda c, u: None, lambda c, u: None)
+        for i in range(20):
+            idx.upsert("ClientQuota", _body(f"q{i}", f"u{i}", 100 + i, "2026-01-01T00:00:00Z"))
+        idx.upsert("ClientQuota", _body("older", "shared", 100, "2026-01-01T00:00:00Z"))
+        eng = engine([], broker, kube)
+        eng._indexes = (idx,)
+        await eng.reconcile_once()
+        monkeypatch.setattr(gather_module, "narrow", no_scan)
+        idx.upsert("ClientQuota", _body("newer", "shared", 200, "2026-02-01T00:00:00Z"))
+        await eng.reconcile_once(frozenset({"newer"}))
+        assert broker.live[Entity.for_user("shared")] == {P: 100.0}
+        assert reason(kube, "newer") == Reason.CONFLICT.value
+        assert broker.described == [Entity.for_user("shared")]
+        idx.delete("ClientQuota", {"metadata": {"uid": "older"}})
+        await eng.reconcile_once(frozenset({"older"}))
+        assert broker.live[Entity.for_user("shared")] == {P: 200.0}
+        assert reason(kube, "newer") == Reason.APPLIED.value
+        assert len(broker.live) == 21
 
     asyncio.run(run())
 

@@ -10,10 +10,13 @@ and an object a new list lacks, leave the index and wake the reconciler.
 
 from __future__ import annotations
 
+import random
+from functools import partial
 from typing import Any
 
 import pytest
 
+from kquota.domain.decide import narrow, narrow_by_index
 from kquota.domain.entities import Entity
 from kquota.domain.stored_status import StoredStatus
 from kquota.handlers.operator import OperatorState, _listed_again, _vanished
@@ -232,3 +235,84 @@ def test_the_operator_reconciles_again_what_it_took_for_vanished_once_it_is_list
     assert "u-1" in st.gone  # left out of every pass: its keys are removed as a deleted resource's
     _listed_again(st, "u-1")
     assert "u-1" not in st.gone
+
+
+# -- narrow passes from the index -------------------------------------------------------------
+
+
+def _random_body(rng: random.Random, uid: str, generation: int) -> tuple[str, dict[str, Any]]:
+    """A ClientQuota (a user, a client id or both, from small pools: they overlap), a TopicQuota, or an invalid one."""
+    users, clients = [f"u{i}" for i in range(6)], [f"c{i}" for i in range(4)]
+    meta = {
+        "name": uid,
+        "namespace": "ns",
+        "uid": uid,
+        "generation": generation,
+        "creationTimestamp": "2026-11-24T00:00:00Z",
+    }
+    cluster = rng.choice(["c1", "c1", "c1", "c2"])
+    roll = rng.random()
+    if roll < 0.15:
+        spec: dict[str, Any] = {
+            "clusterRef": cluster,
+            "topic": {"name": "orders"},
+            "budget": {"producerByteRate": 1000},
+            "enforcement": "Monitor",
+            "clients": [{"user": {"name": rng.choice(users)}, "share": 50}],
+        }
+        return "TopicQuota", {"apiVersion": "kquota.io/v1alpha1", "kind": "TopicQuota", "metadata": meta, "spec": spec}
+    entity: dict[str, Any] = {}
+    if roll < 0.6:
+        entity["user"] = {"name": rng.choice(users)}
+    if roll >= 0.45:
+        entity["clientId"] = {"name": rng.choice(clients)}
+    quota = {"producerByteRate": rng.randint(1, 9)} if roll < 0.95 else {"producerByteRate": -1}  # the last: invalid
+    spec = {"clusterRef": cluster, "entity": entity, "quota": quota}
+    return "ClientQuota", {"apiVersion": "kquota.io/v1alpha1", "kind": "ClientQuota", "metadata": meta, "spec": spec}
+
+
+def _covered(narrowed: tuple[list[Any], frozenset[Entity]] | None) -> tuple[list[str], frozenset[Entity]] | None:
+    return None if narrowed is None else (sorted(r.ref.uid for r in narrowed[0]), narrowed[1])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_narrow_pass_from_the_index_covers_what_a_scan_of_every_resource_covers(seed: int) -> None:
+    # The index is kept through creates, status echoes, spec changes (other entities, another
+    # cluster, another kind's shape) and deletions; after each step, every scope a narrow pass
+    # may be given finds the same resources and entities as the scan it replaces.
+    rng = random.Random(seed)
+    idx = ClaimIndex("default", lambda c, u: None, lambda c, u: None)
+    generations: dict[str, int] = {}
+    for step in range(60):
+        uid = f"r{rng.randrange(25)}"
+        if uid in generations and rng.random() < 0.2:
+            kind = idx.records[uid].ref.kind
+            idx.delete(kind, {"metadata": {"uid": uid}})
+            del generations[uid]
+        elif uid in generations and rng.random() < 0.3:
+            rec = idx.records[uid]
+            kind, obj = _random_body(random.Random(f"{seed}-{uid}-{generations[uid]}"), uid, generations[uid])
+            obj["status"] = {"conditions": [{"type": "Ready", "status": "True", "reason": f"step{step}"}]}
+            idx.upsert(kind, obj)  # the same spec and generation: a status echo
+            assert idx.records[uid].entries is rec.entries
+        else:
+            generations[uid] = generations.get(uid, 0) + 1
+            kind, obj = _random_body(random.Random(f"{seed}-{uid}-{generations[uid]}"), uid, generations[uid])
+            idx.upsert(kind, obj)
+        for cluster in ("c1", "c2"):
+            every = list(idx.get(cluster, ()))
+            remembered = {r.ref.uid: frozenset(e for e, _ in r.entries) for r in every[::2]}
+            remembered["gone-one"] = frozenset({Entity.for_user("u0")})
+            for scope in ({r.ref.uid} for r in every[:8]):
+                for extra in (set(), {"gone-one"}):
+                    wanted = frozenset(scope | extra)
+                    for limit in (2, 100):
+                        scan = narrow(every, wanted, remembered, limit)
+                        got = narrow_by_index(
+                            wanted,
+                            remembered,
+                            limit,
+                            partial(idx.claim_in, cluster),
+                            partial(idx.claimants, cluster),
+                        )
+                        assert _covered(got) == _covered(scan), (seed, step, cluster, wanted, limit)

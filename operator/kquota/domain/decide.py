@@ -12,7 +12,7 @@ does I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence, Set
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
@@ -151,6 +151,59 @@ def narrow(
     if len(touched) > max_entities:
         return None
     return involved, frozenset(touched)
+
+
+def claimed_entities(rec: Claimant) -> frozenset[Entity]:
+    """The entities a resource's narrow pass is closed over: its entries; a TopicQuota's spec's clients.
+
+    A TopicQuota's entries come from the live layout (a full pass's work): what it
+    names is its clients, and a narrow pass that meets one of them must be full.
+    """
+    if rec.ref.kind == "TopicQuota":
+        spec = rec.spec
+        return frozenset(e for e, _ in spec.clients) if isinstance(spec, TopicSpec) else frozenset()
+    return frozenset(e for e, _ in rec.entries)
+
+
+def narrow_by_index(
+    scope: frozenset[str],
+    remembered: Mapping[str, frozenset[Entity]],
+    max_entities: int,
+    claim: Callable[[str], R | None],
+    claimants: Callable[[Entity], Iterable[R]],
+) -> tuple[list[R], frozenset[Entity]] | None:
+    """:func:`narrow`, from an index instead of a scan of every resource: the same answer.
+
+    ``claim(uid)`` is the resource with that uid among those :func:`narrow` would be
+    given (None: not among them); ``claimants(entity)`` every one of them whose
+    :func:`claimed_entities` hold ``entity``. A narrow pass then costs what it
+    touches, not the number of resources (a scan of all 50,000 was most of one).
+    """
+    touched: set[Entity] = set()
+    for uid in scope:
+        touched |= remembered.get(uid, frozenset())
+    involved: dict[str, R] = {}
+    frontier = list(touched)
+    for uid in scope:
+        rec = claim(uid)
+        if rec is None:
+            continue
+        if rec.ref.kind == "TopicQuota":
+            return None
+        involved[uid] = rec
+        frontier.extend(e for e, _ in rec.entries)
+    while frontier:
+        entity = frontier.pop()
+        touched.add(entity)
+        if len(touched) > max_entities:
+            return None
+        for rec in claimants(entity):
+            if rec.ref.kind == "TopicQuota":
+                return None
+            if rec.ref.uid not in involved:
+                involved[rec.ref.uid] = rec
+                frontier.extend(e for e, _ in rec.entries if e not in touched)
+    return list(involved.values()), frozenset(touched)
 
 
 def decide(inp: DecideInput[R]) -> Decision[R]:

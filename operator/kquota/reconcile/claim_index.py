@@ -27,6 +27,8 @@ from dataclasses import replace
 from typing import Any
 
 from kquota.domain.claims import ResourceClaim, claim_from_body
+from kquota.domain.decide import claimed_entities
+from kquota.domain.entities import Entity
 from kquota.domain.stored_status import StoredStatus
 
 #: Where kquota keeps its own and Kopf's notes on an object (left out of what wakes a pass).
@@ -85,6 +87,8 @@ class ClaimIndex(Mapping[str, Iterable[ResourceClaim]]):
         self._listed_again = listed_again
         self.records: MutableMapping[str, ResourceClaim] = records if records is not None else {}
         self._by_cluster: dict[str, dict[str, ResourceClaim]] = {}
+        #: By cluster and entity, the resources whose claimed_entities hold it (what a narrow pass is closed over).
+        self._by_entity: dict[str, dict[Entity, dict[str, ResourceClaim]]] = {}
         self._versions: dict[str, Version] = {}
         #: The uids each (kind, namespace) list holds, to tell what a new list lacks.
         self._scopes: dict[str, tuple[str, str | None]] = {}
@@ -107,6 +111,14 @@ class ClaimIndex(Mapping[str, Iterable[ResourceClaim]]):
 
     def claim(self, uid: str) -> ResourceClaim | None:
         return self.records.get(uid)
+
+    def claim_in(self, cluster: str, uid: str) -> ResourceClaim | None:
+        """The resource with ``uid`` if it targets ``cluster`` (None: not one of that cluster's)."""
+        return self._by_cluster.get(cluster, {}).get(uid)
+
+    def claimants(self, cluster: str, entity: Entity) -> Iterable[ResourceClaim]:
+        """``cluster``'s resources whose :func:`~kquota.domain.decide.claimed_entities` hold ``entity``."""
+        return self._by_entity.get(cluster, {}).get(entity, {}).values()
 
     def holds(self, uid: str) -> bool:
         """Whether the index (not only the records) still has ``uid``."""
@@ -148,7 +160,9 @@ class ClaimIndex(Mapping[str, Iterable[ResourceClaim]]):
         rec = claim_from_body(kind, dict(body), self.default_cluster)
         if prev is not None and prev.cluster != rec.cluster:
             # clusterRef is immutable, but a default cluster resolved anew may differ: leave the old one's view.
-            self._by_cluster.get(prev.cluster, {}).pop(uid, None)
+            left = self._by_cluster.get(prev.cluster, {}).pop(uid, None)
+            if left is not None:
+                self._unindex(left)
             self._wake(prev.cluster, uid)
         self._versions[uid] = version
         self._put(rec)
@@ -178,8 +192,31 @@ class ClaimIndex(Mapping[str, Iterable[ResourceClaim]]):
     # -- bookkeeping ------------------------------------------------------------------------
 
     def _put(self, rec: ResourceClaim) -> None:
-        self._by_cluster.setdefault(rec.cluster, {})[rec.ref.uid] = rec
-        self.records[rec.ref.uid] = rec
+        uid = rec.ref.uid
+        prev = self._by_cluster.get(rec.cluster, {}).get(uid)
+        self._by_cluster.setdefault(rec.cluster, {})[uid] = rec
+        self.records[uid] = rec
+        if prev is not None and prev.entries is rec.entries and prev.spec is rec.spec:
+            # A status-only change (the claim is the same but for its status): the same entities.
+            for entity in claimed_entities(rec):
+                self._by_entity[rec.cluster][entity][uid] = rec
+            return
+        if prev is not None:
+            self._unindex(prev)
+        by_entity = self._by_entity.setdefault(rec.cluster, {})
+        for entity in claimed_entities(rec):
+            by_entity.setdefault(entity, {})[uid] = rec
+
+    def _unindex(self, rec: ResourceClaim) -> None:
+        by_entity = self._by_entity.get(rec.cluster, {})
+        for entity in claimed_entities(rec):
+            holders = by_entity.get(entity)
+            if holders is not None:
+                holders.pop(rec.ref.uid, None)
+                if not holders:
+                    del by_entity[entity]
+        if not by_entity:
+            self._by_entity.pop(rec.cluster, None)
 
     def _drop(self, uid: str) -> None:
         rec = self.records.get(uid)
@@ -188,7 +225,9 @@ class ClaimIndex(Mapping[str, Iterable[ResourceClaim]]):
         if rec is None:
             return
         by_uid = self._by_cluster.get(rec.cluster, {})
-        if by_uid.pop(uid, None) is not None:
+        held = by_uid.pop(uid, None)
+        if held is not None:
+            self._unindex(held)
             if not by_uid:
                 self._by_cluster.pop(rec.cluster, None)
             self._wake(rec.cluster, uid)

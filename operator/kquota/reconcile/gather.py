@@ -23,7 +23,7 @@ from typing import Any
 
 from kquota.domain.callback import CALLBACK_CONFIG, callbacks_from_configs, cluster_condition
 from kquota.domain.claims import ResourceClaim
-from kquota.domain.decide import narrow
+from kquota.domain.decide import narrow, narrow_by_index
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.guard import APPROVAL_ANNOTATION
 from kquota.domain.ledger import LedgerFromNewerOperator
@@ -37,7 +37,7 @@ from kquota.kafka.settings import ConnectionSettings
 from kquota.metrics.sources import MetricsSource, read_quota_metrics
 from kquota.metrics.sources import source_for as metrics_source_for
 from kquota.reconcile.blocking import Blocking
-from kquota.reconcile.ports import LedgerPort, QuotaAdminPort
+from kquota.reconcile.ports import ClaimantIndex, LedgerPort, QuotaAdminPort
 from kquota.reconcile.records import ClusterConfig
 from kquota.reconcile.settings import OperatorSettings
 
@@ -171,6 +171,23 @@ class Gather:
         for index in self._indexes:
             yield from (r for r in index.get(self.name, ()) if r.cluster == self.name and r.ref.uid not in gone)
 
+    def _narrow(
+        self, every: Iterable[ResourceClaim], scope: frozenset[str], limit: int
+    ) -> tuple[list[ResourceClaim], frozenset[Entity]] | None:
+        """What a narrow pass over ``scope`` covers: from the claim index's entities when it has them, else a scan."""
+        if len(self._indexes) != 1 or not isinstance(self._indexes[0], ClaimantIndex):
+            return narrow(every, scope, self._entities_by_uid, limit)
+        index, name, gone = self._indexes[0], self.name, self._gone
+
+        def claim(uid: str) -> ResourceClaim | None:
+            rec = index.claim_in(name, uid)
+            return None if rec is None or uid in gone else rec
+
+        def claimants(entity: Entity) -> Iterator[ResourceClaim]:
+            return (r for r in index.claimants(name, entity) if r.ref.uid not in gone)
+
+        return narrow_by_index(scope, self._entities_by_uid, limit, claim, claimants)
+
     async def gather(self, scope: frozenset[str] | None) -> PassInput:
         """Every read of one pass: over everything (``scope`` None) or narrowed to the resources with these uids."""
         with reading("the KafkaCluster, its Secrets and Strimzi objects"):
@@ -190,7 +207,7 @@ class Gather:
         self._refuse_duplicate(cluster_id)
         with reading("the resources a narrow pass covers"):
             limit = self.settings.narrow_max_entities
-            narrowed = None if scope is None else narrow(every, scope, self._entities_by_uid, limit)
+            narrowed = None if scope is None else self._narrow(every, scope, limit)
             touched = None if narrowed is None else narrowed[1]
             records = every if narrowed is None else tuple(narrowed[0])
         with reading("the topics TopicQuotas name"):

@@ -9,8 +9,9 @@ stand-in with the same methods is a valid argument without ``type: ignore``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
+from kquota.domain.claims import ResourceClaim
 from kquota.domain.entities import Entity, QuotaKey
 from kquota.domain.plan import EntityChange
 from kquota.k8s.api import ObjectRef
@@ -46,3 +47,15 @@ class StatusWriter(Protocol):
 
     async def patch_status(self, ref: ObjectRef, status: dict[str, Any]) -> bool: ...
     async def event(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None: ...
+
+
+@runtime_checkable
+class ClaimantIndex(Protocol):
+    """An index of the quota resources that also finds them by uid and by claimed entity (ClaimIndex).
+
+    With one, a narrow pass costs what it touches; without (plain mappings, as
+    in unit tests), it scans every resource of the cluster for the same answer.
+    """
+
+    def claim_in(self, cluster: str, uid: str) -> ResourceClaim | None: ...
+    def claimants(self, cluster: str, entity: Entity) -> Iterable[ResourceClaim]: ...
