@@ -147,3 +147,17 @@ def test_observed_fills_only_once_the_names_are_mapped(own: tuple[KafkaCluster, 
     assert observed["total"]["produceThrottleTimeMs"] > 0, observed
     assert observed["total"]["produceByteRate"] > 0, observed
     assert [b["broker"] for b in observed["brokers"]] == [f"127.0.0.1:{b.metrics_port}" for b in broker.brokers]
+
+    # The metrics are no longer read (spec.metrics removed): the last reading leaves the status, and
+    # Throttled with it, rather than stay as if current.
+    stack.kube.kubectl(
+        "patch", "kafkacluster", stack.cluster, "--type=json", "-p", '[{"op":"remove","path":"/spec/metrics"}]'
+    )
+
+    def unobserved() -> dict[str, Any] | None:
+        status = get(stack.kube, "clientquota", ns, "producer")["status"]
+        return status if "observed" not in status else None
+
+    status = wait_for(unobserved, 30, "status.observed gone once spec.metrics is removed")
+    types = {c["type"] for c in status["conditions"]}
+    assert "Ready" in types and not types & {"Throttled", "NearLimit"}, status["conditions"]

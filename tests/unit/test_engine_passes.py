@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
+from kquota.domain.claims import claim_from_body
 from kquota.domain.entities import Entity
 from kquota.domain.observed import MetricsReading, Point, QuotaResource, QuotaSeries
 from kquota.domain.plan import EntityChange
@@ -227,6 +228,42 @@ def test_between_drift_checks_a_metrics_reading_reads_nothing_else_and_writes_on
         # The drift check is due: a full pass, not a reading.
         eng.last_full_at -= eng.settings.drift_interval
         assert not await eng._observe_between_drift_checks()
+
+    asyncio.run(run())
+
+
+def test_once_the_kafkaclusters_metrics_are_not_read_the_last_reading_leaves_every_status() -> None:
+    # spec.metrics removed: the numbers of the last reading must not stay in status.observed as if
+    # current, neither in the operator that read them nor in one started afterwards.
+    async def run() -> None:
+        broker, kube = Broker(), Kube()
+        records = [quota(f"q{i}", f"u{i}", 100 + i) for i in range(3)]
+        eng, readings = metrics_engine(records, broker, kube)
+        readings.append(_producing(50.0))
+        await eng.reconcile_once()
+        assert all("observed" in kube.statuses[f"q{i}"] for i in range(3))
+        stored = {f"q{i}": dict(kube.statuses[f"q{i}"]) for i in range(3)}
+
+        async def without_metrics() -> Any:
+            return config()
+
+        eng._cluster = without_metrics
+        await eng.reconcile_once()
+        assert not any("observed" in kube.statuses[f"q{i}"] for i in range(3)), kube.statuses
+        assert reason(kube, "q1") == Reason.APPLIED.value
+        # Another operator starts on statuses that still carry a reading, with no metrics to read.
+        kube2 = Kube()
+        kube2.statuses = {name: dict(status) for name, status in stored.items()}
+        later = [
+            claim_from_body(
+                "ClientQuota",
+                {**_body(f"q{i}", f"u{i}", 100 + i, "2026-01-01T00:00:00Z"), "status": stored[f"q{i}"]},
+                "c",
+            )
+            for i in range(3)
+        ]
+        await engine(later, broker, kube2).reconcile_once()
+        assert not any("observed" in kube2.statuses[f"q{i}"] for i in range(3)), kube2.statuses
 
     asyncio.run(run())
 

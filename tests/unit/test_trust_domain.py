@@ -10,7 +10,7 @@ import pytest
 from kquota.domain.contest import ContestTracker
 from kquota.domain.entities import Entity
 from kquota.domain.plan import UnmanagedPolicy, plan
-from kquota.domain.status import STALLED, Reason, merge_patch, value_text
+from kquota.domain.status import STALLED, Reason, merge_patch, needs_write, value_text
 from kquota.reconcile.orphans import OrphanReporter, RecordStore
 from kquota.reconcile.settings import OperatorSettings
 from tests.support.engine import Kube, client_quota
@@ -54,7 +54,7 @@ def test_values_are_printed_exactly(value: float, text: str) -> None:
 def test_a_merge_patch_nulls_keys_that_left_a_nested_map_and_leaves_other_writers_fields() -> None:
     prev = {
         "applied": {"cluster": "c", "values": {"producer_byte_rate": 1.0, "request_percentage": 5.0}},
-        "observed": {"total": {"produceByteRate": 3}},
+        "someoneElses": {"note": 3},
         "conditions": [{"type": "Ready"}],
     }
     new = {"applied": {"cluster": "c", "values": {"producer_byte_rate": 1.0}}, "conditions": []}
@@ -62,6 +62,16 @@ def test_a_merge_patch_nulls_keys_that_left_a_nested_map_and_leaves_other_writer
         "applied": {"cluster": "c", "values": {"producer_byte_rate": 1.0, "request_percentage": None}},
         "conditions": [],
     }
+    assert not needs_write({**prev, **new}, new)
+
+
+def test_a_metrics_reading_no_longer_rendered_leaves_the_status() -> None:
+    # status.observed is kquota's own: once the KafkaCluster's metrics are not read, the last
+    # reading must not stay as if current (a merge patch keeps what it does not name).
+    prev = {"applied": {"cluster": "c", "values": {}}, "observed": {"total": {"produceByteRate": 3}}}
+    new = {"applied": {"cluster": "c", "values": {}}}
+    assert needs_write(prev, new)
+    assert merge_patch(prev, new) == {"applied": {"cluster": "c", "values": {}}, "observed": None}
 
 
 def test_cluster_not_found_is_stalled() -> None:

@@ -253,6 +253,8 @@ def needs_write(prev_status: Mapping[str, Any] | None, new_status: Mapping[str, 
     status again on every drift check.
     """
     prev_status = prev_status or {}
+    if "observed" in prev_status and "observed" not in new_status:
+        return True
     return any(prev_status.get(k, UNVERSIONED if k == "formatVersion" else None) != v for k, v in new_status.items())
 
 
@@ -263,12 +265,18 @@ def merge_patch(prev_status: Mapping[str, Any] | None, new_status: Mapping[str, 
     nested map (a quota removed from ``applied.values``, a key gone from
     ``observed``) must be sent as null or it stays forever. Top-level fields
     absent from ``new_status`` are left alone: they belong to other writers;
-    except when ``prev_status`` is in a format this code does not know (written
+    except ``observed``, kquota's metrics reading, removed when it is no longer
+    rendered (the KafkaCluster's metrics are not read any more); and except when
+    ``prev_status`` is in a format this code does not know (written
     by a newer kquota): then every field of it not in ``new_status`` is removed,
     so nothing of unknown meaning stays under this code's ``formatVersion``.
     """
     prev_status = prev_status or {}
     patch = _nulls_for_removed(prev_status, new_status)
+    if "observed" in prev_status and "observed" not in new_status:
+        # kquota's own reading, rendered only while the KafkaCluster's metrics are read: once they
+        # are not (spec.metrics removed), numbers left from the last reading would be shown as current.
+        patch["observed"] = None
     if read_status(prev_status).unreadable:
         patch.update({k: None for k in prev_status if k not in new_status})
     return patch

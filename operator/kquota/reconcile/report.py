@@ -121,7 +121,9 @@ class Report(Observing, Events):
             memo = (rec.generation, outcome)
             obs = self._observed.get(uid)
             rendered = self._rendered.get(uid) == memo
-            if rendered and (obs is None or self._observed_shown.get(uid) == obs):
+            # (No observation now, and none shown: nothing to do; one shown and none now: the
+            # KafkaCluster's metrics are no longer read, and the shown one must go.)
+            if rendered and self._observed_shown.get(uid) == obs:
                 self._unsettled.discard(uid)
                 # An equal outcome: keep this pass's (a full pass keeps its outcomes for the
                 # metrics readings), so one copy is held per resource, not two.
