@@ -276,10 +276,11 @@ def _covered(narrowed: tuple[list[Any], frozenset[Entity]] | None) -> tuple[list
 
 
 @pytest.mark.parametrize("seed", range(12))
-def test_a_narrow_pass_from_the_index_covers_what_a_scan_of_every_resource_covers(seed: int) -> None:
+def test_a_narrow_pass_from_the_kept_index_covers_what_an_index_built_afresh_covers(seed: int) -> None:
     # The index is kept through creates, status echoes, spec changes (other entities, another
     # cluster, another kind's shape) and deletions; after each step, every scope a narrow pass
-    # may be given finds the same resources and entities as the scan it replaces.
+    # may be given finds the same resources and entities as narrow() over the same resources
+    # (which indexes them afresh).
     rng = random.Random(seed)
     idx = ClaimIndex("default", lambda c, u: None, lambda c, u: None)
     generations: dict[str, int] = {}

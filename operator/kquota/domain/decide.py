@@ -115,42 +115,23 @@ def narrow(
     """The resources and entities a narrow pass over ``scope`` must cover; None when it must be full.
 
     Closed under "claims a touched entity", so every resource competing for a
-    key takes part in resolving it, exactly as in a full pass.
+    key takes part in resolving it, exactly as in a full pass. ``records`` are
+    indexed here for :func:`narrow_by_index`; the operator's claim index keeps
+    that index between passes instead.
     """
-    records = list(records)
-    touched: set[Entity] = set()
-    for uid in scope:
-        touched |= remembered.get(uid, frozenset())
-    involved: list[R] = []
-    while True:
-        involved = []
-        grown = set(touched)
-        for rec in records:
-            if rec.ref.kind == "TopicQuota":
-                # Its entities come from the live layout (a full pass's work).
-                spec = rec.spec
-                clients = {e for e, _ in spec.clients} if isinstance(spec, TopicSpec) else set()
-                if rec.ref.uid in scope or clients & touched:
-                    return None
-                continue
-            # Per record and per narrow pass: no set built for the many that touch nothing.
-            hit = rec.ref.uid in scope
-            if not hit:
-                for entity, _ in rec.entries:
-                    if entity in touched:
-                        hit = True
-                        break
-            if hit:
-                involved.append(rec)
-                grown.update(e for e, _ in rec.entries)
-        if grown == touched:
-            break
-        touched = grown
-        if len(touched) > max_entities:
-            return None
-    if len(touched) > max_entities:
+    by_uid: dict[str, R] = {}
+    by_entity: dict[Entity, list[R]] = {}
+    place: dict[str, int] = {}
+    for i, rec in enumerate(records):
+        by_uid[rec.ref.uid] = rec
+        place[rec.ref.uid] = i
+        for entity in claimed_entities(rec):
+            by_entity.setdefault(entity, []).append(rec)
+    found = narrow_by_index(scope, remembered, max_entities, by_uid.get, lambda e: by_entity.get(e, ()))
+    if found is None:
         return None
-    return involved, frozenset(touched)
+    # In the order given, as a scan would find them.
+    return sorted(found[0], key=lambda r: place[r.ref.uid]), found[1]
 
 
 def claimed_entities(rec: Claimant) -> frozenset[Entity]:
@@ -172,11 +153,10 @@ def narrow_by_index(
     claim: Callable[[str], R | None],
     claimants: Callable[[Entity], Iterable[R]],
 ) -> tuple[list[R], frozenset[Entity]] | None:
-    """:func:`narrow`, from an index instead of a scan of every resource: the same answer.
-
-    ``claim(uid)`` is the resource with that uid among those :func:`narrow` would be
-    given (None: not among them); ``claimants(entity)`` every one of them whose
-    :func:`claimed_entities` hold ``entity``. A narrow pass then costs what it
+    """:func:`narrow` over an index of the resources: ``claim(uid)`` is the resource with that uid
+    (None: not one of them), ``claimants(entity)`` every one whose :func:`claimed_entities`
+    hold ``entity``. A TopicQuota in scope or naming a touched client makes the pass full.
+    Kept between passes (the claim index), the index makes a narrow pass cost what it
     touches, not the number of resources (a scan of all 50,000 was most of one).
     """
     touched: set[Entity] = set()

@@ -253,9 +253,18 @@ def needs_write(prev_status: Mapping[str, Any] | None, new_status: Mapping[str, 
     status again on every drift check.
     """
     prev_status = prev_status or {}
-    if "observed" in prev_status and "observed" not in new_status:
+    if _observed_dropped(prev_status, new_status):
         return True
     return any(prev_status.get(k, UNVERSIONED if k == "formatVersion" else None) != v for k, v in new_status.items())
+
+
+def _observed_dropped(prev_status: Mapping[str, Any], new_status: Mapping[str, Any]) -> bool:
+    """``status.observed`` is stored but no longer rendered: it must go.
+
+    It is kquota's own reading, rendered only while the KafkaCluster's metrics are read;
+    once they are not (spec.metrics removed), the last reading would be shown as current.
+    """
+    return "observed" in prev_status and "observed" not in new_status
 
 
 def merge_patch(prev_status: Mapping[str, Any] | None, new_status: Mapping[str, Any]) -> dict[str, Any]:
@@ -273,9 +282,7 @@ def merge_patch(prev_status: Mapping[str, Any] | None, new_status: Mapping[str, 
     """
     prev_status = prev_status or {}
     patch = _nulls_for_removed(prev_status, new_status)
-    if "observed" in prev_status and "observed" not in new_status:
-        # kquota's own reading, rendered only while the KafkaCluster's metrics are read: once they
-        # are not (spec.metrics removed), numbers left from the last reading would be shown as current.
+    if _observed_dropped(prev_status, new_status):
         patch["observed"] = None
     if read_status(prev_status).unreadable:
         patch.update({k: None for k in prev_status if k not in new_status})
