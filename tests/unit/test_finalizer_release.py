@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -25,6 +26,7 @@ from kquota.domain.plan import EntityChange
 from kquota.handlers import operator as handlers
 from kquota.kafka.errors import EntityResult, KafkaNotAuthorized, KafkaUnavailable
 from kquota.reconcile import passes
+from kquota.reconcile.claim_index import ClaimIndex
 from kquota.reconcile.engine import ClusterReconciler
 from tests.support.engine import Broker, Kube, client_quota, engine
 from tests.support.quotas import ALICE, P
@@ -57,6 +59,16 @@ class StarvedController(Broker):
             self.lose_answer = False
             raise KafkaUnavailable("the connection closed before the answer came")
         return out
+
+
+def _body(name: str, user: str, rate: int, deleting: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": "ns", "uid": name, "generation": 1}
+    meta["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    if deleting:
+        meta["deletionTimestamp"] = "2026-02-01T00:00:00Z"
+        meta["finalizers"] = ["kquota.io/finalizer"]
+    spec = {"clusterRef": "c", "entity": {"user": {"name": user}}, "quota": {"producerByteRate": rate}}
+    return {"apiVersion": "kquota.io/v1alpha1", "kind": "ClientQuota", "metadata": meta, "spec": spec}
 
 
 def _engine(broker: Broker, kube: Kube, records: list[object]) -> ClusterReconciler:
@@ -191,5 +203,40 @@ def test_a_deletion_read_before_the_brokers_image_caught_up_still_removes_the_ke
         await asyncio.wait_for(waiting, 1)
         removed = [e[3] for e in kube.events if e[2] == "QuotaRemoved"]
         assert len(removed) == 1 and "producer_byte_rate on users/alice" in removed[0], kube.events
+
+    asyncio.run(run())
+
+
+def test_a_narrow_pass_on_the_claim_index_keeps_the_finalizer_while_the_key_is_on_the_brokers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The operator's narrow pass finds a deleting resource by uid in the claim index, not in a list of every
+    resource (issue #35): the resource it finds still holds the finalizer until its key is gone."""
+
+    async def run() -> None:
+        broker, kube = StarvedController(), Kube()
+        idx = ClaimIndex("c", lambda c, u: None, lambda c, u: None)
+        idx.upsert("ClientQuota", _body("q", "alice", 1000))
+        idx.upsert("ClientQuota", _body("other", "bob", 2000))
+        eng = _engine(broker, kube, [])
+        eng._indexes = (idx,)
+        await eng.reconcile_once()
+        assert broker.live[ALICE] == {P: 1000.0}
+
+        def no_scan(self: ClusterReconciler) -> None:
+            raise AssertionError("a narrow pass listed every resource")
+
+        monkeypatch.setattr(ClusterReconciler, "_every_record", no_scan)
+        idx.upsert("ClientQuota", _body("q", "alice", 1000, deleting=True))
+        broker.timeouts = 1
+        waiting = asyncio.create_task(eng.wait_released("q", timeout=30))
+        await asyncio.sleep(0)
+        await eng.reconcile_once(frozenset({"q"}))
+        await asyncio.sleep(0.01)
+        assert broker.live[ALICE] == {P: 1000.0}, "the removal was not applied"
+        assert not waiting.done(), "the finalizer went while the broker still holds the key"
+        await eng.reconcile_once(frozenset({"q"}))
+        assert ALICE not in broker.live
+        await asyncio.wait_for(waiting, 1)
 
     asyncio.run(run())

@@ -216,7 +216,12 @@ def decide(inp: DecideInput[R]) -> Decision[R]:
         sendable, record, forget = without(sendable, record, forget, removed)
         removed = frozenset()
     # The base is every key kquota owns plus the unowned ones it would remove (Adopt).
-    base = sum(len(v) for v in inp.ledger.values()) + sum(1 for e, k in removed if k not in inp.ledger.get(e, {}))
+    # (Counted only when there is something to guard: a narrow pass at 50,000 must not walk the ledger.)
+    base = (
+        sum(len(v) for v in inp.ledger.values()) + sum(1 for e, k in removed if k not in inp.ledger.get(e, {}))
+        if removed
+        else 0
+    )
     hold = guard(removed, base, inp.limits)
     approved = None
     if defer and inp.held is not None:

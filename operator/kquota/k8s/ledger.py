@@ -5,7 +5,8 @@ One set of shards per Kafka cluster, in the operator's namespace, labelled
 then kept in memory and written through: the operator is the only writer (Kopf
 peering keeps one replica active), so the in-memory copy is authoritative.
 
-A save rewrites only the shards holding the entities it was given; every full
+A save rewrites only the shards holding the entities it was given, and encodes
+only the entries that changed (``fmt.ShardTexts`` keeps the rest); every full
 pass rewrites the shards changed by hand (:meth:`LedgerStore.repair`). When one of
 them would pass the API server's size limit, the ledger moves to a layout with
 more shards: the new layout is written whole (every shard, empty ones too) under
@@ -73,6 +74,8 @@ class LedgerStore:
         self.shards = fmt.SHARDS
         #: ConfigMaps of other layouts found by load() (a move cut short): retired by the next save.
         self._stale: list[str] = []
+        #: The shards' texts as the last save or repair made them (None: none yet, or another layout since).
+        self._texts: fmt.ShardTexts | None = None
 
     async def load(self) -> dict[Entity, dict[QuotaKey, float]]:
         layouts: dict[int, list[Any]] = {}
@@ -82,6 +85,7 @@ class LedgerStore:
         # (its shards are written as entities arrive, an absent shard is an empty one).
         complete = [n for n, cms in layouts.items() if n == fmt.SHARDS or len(cms) == n]
         self.shards = max(complete, default=fmt.SHARDS)
+        self._texts = None
         self._stale = [cm["metadata"]["name"] for n, cms in layouts.items() if n != self.shards for cm in cms]
         out: dict[Entity, dict[QuotaKey, float]] = {}
         for cm in layouts.get(self.shards, []):
@@ -108,11 +112,12 @@ class LedgerStore:
 
     async def save(self, ledger: Mapping[Entity, Mapping[QuotaKey, float]], entities: Iterable[Entity]) -> int:
         """Rewrite the shards holding ``entities``; returns how many shards were written."""
+        entities = tuple(entities)
         touched = fmt.touched_shards(entities, self.shards)
         if not touched:
             return 0
-        parts = fmt.split(ledger, self.shards)
-        texts = {shard: fmt.encode_shard(parts[shard]) for shard in sorted(touched)}
+        shard_texts = self._shard_texts(ledger, entities)
+        texts = {shard: shard_texts.text(ledger, shard) for shard in sorted(touched)}
         if all(fmt.encoded_size(text) <= fmt.SHARD_BYTES for text in texts.values()):
             for shard, text in texts.items():
                 await self._put(self.shards, shard, text)
@@ -135,22 +140,37 @@ class LedgerStore:
             if _shards_of(cm) == self.shards
         }
         lines = []
-        for shard, entries in fmt.split(ledger, self.shards).items():
+        shard_texts = self._shard_texts(ledger, None)
+        for shard in range(self.shards):
             name = shard_name(self.cluster, shard, self.shards)
             cm = found.get(name)
+            text = shard_texts.text(ledger, shard)
             # An absent shard of the first layout is an empty one (they are written as entities arrive).
-            if cm is None and not entries and self.shards == fmt.SHARDS:
+            if cm is None and text == fmt.join_rows(()) and self.shards == fmt.SHARDS:
                 continue
-            text = fmt.encode_shard(entries)
             if cm is not None and (cm.get("data") or {}).get(DATA_KEY) == text:
                 continue
             what = "missing (deleted, or its labels removed)" if cm is None else "changed outside kquota"
             await self._put(self.shards, shard, text)
             lines.append(
                 f"ownership ledger ConfigMap {self.namespace}/{name} was {what}: rewritten with the "
-                f"{len(entries)} entities kquota owns there"
+                f"{shard_texts.count(shard)} entities kquota owns there"
             )
         return lines
+
+    def _shard_texts(
+        self, ledger: Mapping[Entity, Mapping[QuotaKey, float]], changed: Iterable[Entity] | None
+    ) -> fmt.ShardTexts:
+        """The shards' texts kept from the last save, told which entities changed (None: check every entity)."""
+        texts = self._texts
+        if texts is None or texts.shards != self.shards:
+            texts = self._texts = fmt.ShardTexts(self.shards)
+            changed = None
+        if changed is None:
+            texts.reindex(ledger)
+        else:
+            texts.update(ledger, changed)
+        return texts
 
     async def _grow(self, ledger: Mapping[Entity, Mapping[QuotaKey, float]]) -> int:
         shards = fmt.shards_needed(ledger, self.shards * 2)
@@ -161,6 +181,7 @@ class LedgerStore:
         keep = {shard_name(self.cluster, shard, shards) for shard in range(shards)}
         live = await self.kube.list_config_maps(self.namespace, selector(self.cluster))
         self.shards = shards
+        self._texts = None
         await self._retire([cm["metadata"]["name"] for cm in live if cm["metadata"]["name"] not in keep])
         return shards
 

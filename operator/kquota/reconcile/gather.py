@@ -88,8 +88,9 @@ class PassInput:
 
     cfg: ClusterConfig
     admin: QuotaAdminPort
-    #: Every resource of this cluster, and those the pass covers (a narrow pass's part of them).
-    every: tuple[ResourceClaim, ...]
+    #: This cluster's resource with a uid (None: none, or found gone): any of them, not only those the pass covers.
+    find: Callable[[str], ResourceClaim | None]
+    #: The resources the pass covers: every one of this cluster, or a narrow pass's part of them.
     records: tuple[ResourceClaim, ...]
     #: The entities a narrow pass covers; None: a full pass.
     touched: frozenset[Entity] | None
@@ -113,6 +114,19 @@ class Observations:
     callbacks: Mapping[int, str] | None
     #: The quota metrics, when this pass read them.
     reading: MetricsReading | None
+
+
+def _found_in(records: Iterable[ResourceClaim]) -> Callable[[str], ResourceClaim | None]:
+    """A resource by uid among ``records`` (the mapping is made on the first lookup: most passes make none)."""
+    by_uid: dict[str, ResourceClaim] | None = None
+
+    def find(uid: str) -> ResourceClaim | None:
+        nonlocal by_uid
+        if by_uid is None:
+            by_uid = {r.ref.uid: r for r in records}
+        return by_uid.get(uid)
+
+    return find
 
 
 def describe_each(admin: QuotaAdminPort, entities: Iterable[Entity]) -> dict[Entity, dict[QuotaKey, float]]:
@@ -171,22 +185,32 @@ class Gather:
         for index in self._indexes:
             yield from (r for r in index.get(self.name, ()) if r.cluster == self.name and r.ref.uid not in gone)
 
-    def _narrow(
-        self, every: Iterable[ResourceClaim], scope: frozenset[str], limit: int
-    ) -> tuple[list[ResourceClaim], frozenset[Entity]] | None:
-        """What a narrow pass over ``scope`` covers: from the claim index's entities when it has them, else a scan."""
-        if len(self._indexes) != 1 or not isinstance(self._indexes[0], ClaimantIndex):
-            return narrow(every, scope, self._entities_by_uid, limit)
-        index, name, gone = self._indexes[0], self.name, self._gone
+    def _claimant_index(self) -> ClaimantIndex | None:
+        """The claim index, when the resources are in one (the operator's): it finds them by uid and by entity."""
+        if len(self._indexes) == 1 and isinstance(self._indexes[0], ClaimantIndex):
+            return self._indexes[0]
+        return None
+
+    def _finder(self, index: ClaimantIndex) -> Callable[[str], ResourceClaim | None]:
+        """This cluster's resource by uid, from the claim index (None: none, or found gone)."""
+        name, gone = self.name, self._gone
 
         def claim(uid: str) -> ResourceClaim | None:
             rec = index.claim_in(name, uid)
             return None if rec is None or uid in gone else rec
 
+        return claim
+
+    def _narrow(
+        self, index: ClaimantIndex, scope: frozenset[str], limit: int
+    ) -> tuple[list[ResourceClaim], frozenset[Entity]] | None:
+        """What a narrow pass over ``scope`` covers, from the claim index's entities."""
+        name, gone = self.name, self._gone
+
         def claimants(entity: Entity) -> Iterator[ResourceClaim]:
             return (r for r in index.claimants(name, entity) if r.ref.uid not in gone)
 
-        return narrow_by_index(scope, self._entities_by_uid, limit, claim, claimants)
+        return narrow_by_index(scope, self._entities_by_uid, limit, self._finder(index), claimants)
 
     async def gather(self, scope: frozenset[str] | None) -> PassInput:
         """Every read of one pass: over everything (``scope`` None) or narrowed to the resources with these uids."""
@@ -196,7 +220,9 @@ class Gather:
             raise ClusterNotReady(f"KafkaCluster {self.name!r} not found or not usable")
         self._tried = cfg.connection
         with reading("the quota resources"):
-            every = tuple(self._every_record())
+            index = self._claimant_index()
+            # A narrow pass from the claim index never looks at every resource (15 ms at 50,000).
+            every = None if scope is not None and index is not None else tuple(self._every_record())
         if self._ledger is None:
             with reading("the ownership ledger"):
                 self._ledger = await self.ledger_store.load()
@@ -207,9 +233,17 @@ class Gather:
         self._refuse_duplicate(cluster_id)
         with reading("the resources a narrow pass covers"):
             limit = self.settings.narrow_max_entities
-            narrowed = None if scope is None else self._narrow(every, scope, limit)
+            if scope is None:
+                narrowed = None
+            elif index is not None:
+                narrowed = self._narrow(index, scope, limit)
+            else:
+                narrowed = narrow(every or (), scope, self._entities_by_uid, limit)
+            if narrowed is None and every is None:
+                every = tuple(self._every_record())  # too wide for a narrow pass: a full one
             touched = None if narrowed is None else narrowed[1]
-            records = every if narrowed is None else tuple(narrowed[0])
+            records = tuple(narrowed[0]) if narrowed is not None else every or ()
+            find = self._finder(index) if index is not None else _found_in(every or ())
         with reading("the topics TopicQuotas name"):
             topics = await self._topic_facts(admin, records)
         with reading("the live quotas"):
@@ -222,7 +256,7 @@ class Gather:
         return PassInput(
             cfg=cfg,
             admin=admin,
-            every=every,
+            find=find,
             records=records,
             touched=touched,
             ledger=self._ledger,

@@ -350,9 +350,7 @@ class Pass(Gather, Report):
     def _finish(
         self, inp: PassInput, decision: Decision[ResourceClaim], ledger: Ledger, result: Mapping[str, Outcome]
     ) -> None:
-        self._resolve_release_waiters(
-            inp.every, ledger, decision.claims.holders, inp.cfg.protection, decision.plan.kept
-        )
+        self._resolve_release_waiters(inp.find, ledger, decision.claims.holders, inp.cfg.protection, decision.plan.kept)
         self._remember(decision.records, decision.claimers + decision.refused, result, full=inp.full)
         metrics.PASSES.labels(self.name, "ok").inc()
         if not inp.full:
@@ -378,7 +376,7 @@ class Pass(Gather, Report):
 
     def _resolve_release_waiters(
         self,
-        records: Iterable[ResourceClaim],
+        find: Callable[[str], ResourceClaim | None],
         ledger: Ledger,
         holders: Mapping[tuple[Entity, QuotaKey], ResourceRef],
         protection: Protection,
@@ -386,9 +384,8 @@ class Pass(Gather, Report):
     ) -> None:
         if not self._release_waiters:
             return
-        by_uid = {r.ref.uid: r for r in records}
         for uid, waiters in list(self._release_waiters.items()):
-            rec = by_uid.get(uid)
+            rec = find(uid)
             # A protected entity is never changed, so deleting a resource cannot wait for
             # its keys to go (a user added to protectedUsers after its quota was applied);
             # nor can it wait for a key a refused resource names, which stays as it is
