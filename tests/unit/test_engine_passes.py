@@ -385,10 +385,16 @@ class SlowBroker(Broker):
         #: An AlterClientQuotas sleeps this long once, then it is back to 0.
         self.alter_delay = 0.0
         self.altering = threading.Event()
+        #: Reads of every quota under way (a given-up one goes on in its thread).
+        self.reading = 0
 
     def describe_all(self) -> dict[Entity, dict[Any, float]]:
         self.reads.append("all")
-        time.sleep(self.delay)
+        self.reading += 1
+        try:
+            time.sleep(self.delay)
+        finally:
+            self.reading -= 1
         return super().describe_all()
 
     def describe_entity(self, entity: Entity) -> dict[Any, float]:
@@ -434,6 +440,48 @@ def test_a_full_pass_gives_way_to_a_change_made_while_it_read_and_then_runs_whol
             assert broker.reads[:3] == ["all", "users/u1", "all"], broker.reads
             await until(lambda: not eng._gave_way)  # the full pass that followed ran to its end
             assert eng._full is False
+
+    asyncio.run(run())
+
+
+def test_a_change_made_while_a_full_pass_reads_goes_before_the_read_ends() -> None:
+    # Reading every quota at 50,000 takes 0.6-0.9 s: the change does not wait for it. The read
+    # left behind ends on its own thread; the full pass then runs again from the start.
+    async def run() -> None:
+        async with slow_full_passes(3.0) as (broker, records, eng):
+            eng.trigger()
+            await until(lambda: broker.reads == ["all"])
+            records[1] = quota("q1", "u1", 300, generation=2)
+            eng.trigger("q1")
+            await until(lambda: broker.live[Entity.for_user("u1")] == {P: 300.0})
+            assert broker.reading == 1, "the change waited for the full pass's read"
+            assert broker.reads == ["all", "users/u1"], broker.reads
+            await until(lambda: broker.reads.count("all") == 2, timeout=10)
+            await until(lambda: not eng._gave_way, timeout=10)
+            assert reason(eng.kube, "q0") == reason(eng.kube, "q1") == Reason.APPLIED.value
+
+    asyncio.run(run())
+
+
+def test_a_full_pass_that_may_not_give_way_still_decides_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    # After its one giving way a full pass runs whole, but its decision (seconds at 50,000) still runs
+    # in a thread: on the event loop it stalled every watch event, and every change, until it ended.
+    slow = SlowOnce(passes_module.decide, 1.0)
+    monkeypatch.setattr(passes_module, "decide", slow)
+
+    async def run() -> None:
+        async with slow_full_passes(0.0) as (broker, records, eng):
+            records[1] = quota("q1", "u1", 300, generation=2)
+            slow.armed = True
+            eng.trigger()
+            eng.trigger("q1")  # goes first: the full pass's one giving way
+            await asyncio.to_thread(slow.started.wait, 5)
+            assert eng._gave_way, "the full pass may still give way: not the case this test is about"
+            await asyncio.sleep(0.05)
+            assert not slow.finished.is_set(), "the event loop stood still while the full pass decided"
+            await until(lambda: not eng._gave_way and not eng._full)
+            assert broker.live[Entity.for_user("u1")] == {P: 300.0}
+            assert reason(eng.kube, "q1") == Reason.APPLIED.value
 
     asyncio.run(run())
 
@@ -497,6 +545,9 @@ def test_the_first_full_pass_is_never_put_off_by_the_changes_that_come_with_it()
     asyncio.run(run())
 
 
+_decide = passes_module.decide
+
+
 class SlowOnce:
     """Wraps a pure step of the pass: its first call in a full pass sleeps ``seconds`` first (in its thread)."""
 
@@ -504,13 +555,20 @@ class SlowOnce:
         self.real, self.seconds = real, seconds
         self.armed = False
         self.started = threading.Event()
+        #: Set when the slow call has returned.
+        self.finished = threading.Event()
 
     def __call__(self, *args: Any) -> Any:
-        full = getattr(args[0], "touched", None) is None if self.real is passes_module.decide else True
+        # (Whether this is a full pass's decision: decide's input says; the outcomes are a full pass's here.)
+        full = getattr(args[0], "touched", None) is None if self.real is _decide else True
         if self.armed and full:
             self.armed = False
             self.started.set()
             time.sleep(self.seconds)
+            try:
+                return self.real(*args)
+            finally:
+                self.finished.set()
         return self.real(*args)
 
 

@@ -24,9 +24,10 @@ __all__ = ["Blocking"]
 P = ParamSpec("P")
 T = TypeVar("T")
 
-#: Threads per KafkaCluster: a Kafka call, and a given-up full pass's decide that still runs beside
-#: it (its result is dropped, its thread is not stopped). Threads are made only when needed.
-WORKERS = 2
+#: Threads per KafkaCluster: a pass's Kafka call or CPU work, a given-up full pass's read or decide that
+#: still runs beside it (its result is dropped, its thread is not stopped), and one more for such work of
+#: an earlier full pass still stuck (a read waiting out a connect timeout). Threads are made only when needed.
+WORKERS = 3
 
 
 class Blocking:

@@ -51,8 +51,8 @@ from kquota.kafka.admin import QuotaAdmin
 from kquota.kafka.errors import KafkaNotAuthorized, KafkaRefusalUnconfirmed, KafkaUnavailable
 from kquota.reconcile import metrics
 from kquota.reconcile.failures import NAMED_FAILURES, Refusals, answered
-from kquota.reconcile.gather import ClusterNotReady, DuplicateCluster, GatherFailed
-from kquota.reconcile.passes import FullPassYielded, Pass, PassReport
+from kquota.reconcile.gather import ClusterNotReady, DuplicateCluster, FullPassYielded, GatherFailed
+from kquota.reconcile.passes import Pass, PassReport
 from kquota.reconcile.ports import LedgerPort, QuotaAdminPort, StatusWriter
 from kquota.reconcile.records import ClusterConfig
 from kquota.reconcile.settings import OperatorSettings

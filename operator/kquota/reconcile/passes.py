@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, TypeVar
 
 from kquota.domain.callback import cluster_condition
 from kquota.domain.claims import ResourceClaim
@@ -31,12 +30,10 @@ from kquota.domain.plan import Drift, Protection, ResourceRef
 from kquota.domain.status import Outcome, Reason
 from kquota.reconcile import metrics
 from kquota.reconcile.act import Acted, act
-from kquota.reconcile.gather import Gather, Ledger, Observations, PassInput
+from kquota.reconcile.gather import FullPassYielded, Gather, Ledger, Observations, PassInput
 from kquota.reconcile.report import Report
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 #: Seconds before a transiently failed change is sent again.
 TRANSIENT_RETRY_SECONDS = 5.0
@@ -64,20 +61,6 @@ class PassReport:
     outcomes: dict[str, Outcome] = field(default_factory=dict)
 
 
-class FullPassYielded(Exception):
-    """A full pass stopped for the resource changes waiting behind it, which go first.
-
-    It stopped before it changed anything, or after what it changed was recorded and
-    announced; the next full pass does the rest.
-    """
-
-
-def _dropped(result: asyncio.Future[Any]) -> None:
-    """A given-up full pass's work ended: its result (or error) is not wanted."""
-    if not result.cancelled():
-        result.exception()
-
-
 class Pass(Gather, Report):
     """One pass and what it remembers (part of :class:`~kquota.reconcile.engine.ClusterReconciler`)."""
 
@@ -85,12 +68,6 @@ class Pass(Gather, Report):
     trigger: Callable[[], None]
     _wake_full: Callable[[], None]
     _last_trigger: float
-    #: Provided by the loop: whether a full pass should give way to resource changes that
-    #: arrived while it ran (see ClusterReconciler.run), and whether it would to one.
-    _full_gives_way: Callable[[], bool]
-    _full_may_give_way: Callable[[], bool]
-    #: Provided by the loop: set by every resource change.
-    _changed: asyncio.Event
 
     def _init_pass(self) -> None:
         self._rejections: dict[Entity, Rejection] = {}
@@ -138,32 +115,6 @@ class Pass(Gather, Report):
         clock.done("report", full=inp.full)
         self._log_pass(inp, report, clock.started)
         return report
-
-    async def _unless_changed(self, full: bool, work: Callable[[], T]) -> T:
-        """``work()``, pure CPU work over every resource; in a full pass that may give way, unless a change comes first.
-
-        There it runs in a worker thread, so the event loop keeps handling watch events
-        meanwhile, and a resource change made before it ends stops the pass (FullPassYielded):
-        the change goes narrow at once instead of waiting for this work (about 0.2 s at 10,000
-        resources, 2 s at 50,000). The work reads only values no one mutates in place (the
-        domain is pure, the ledger copy-on-write, the remembered entities a copy), and a
-        result no longer wanted is dropped when the thread ends.
-        """
-        if not (full and self._full_may_give_way()):
-            return work()
-        if self._full_gives_way():
-            raise FullPassYielded
-        result = asyncio.ensure_future(self._blocking(work))
-        while True:
-            self._changed.clear()
-            changed = asyncio.ensure_future(self._changed.wait())
-            await asyncio.wait((result, changed), return_when=asyncio.FIRST_COMPLETED)
-            changed.cancel()
-            if result.done():
-                return result.result()
-            if self._full_gives_way():
-                result.add_done_callback(_dropped)
-                raise FullPassYielded
 
     async def _act(self, inp: PassInput, decision: Decision[ResourceClaim]) -> Acted:
         """Send the decided changes (write-ahead ledger, alter, rollback) and keep what the next pass needs."""
