@@ -68,6 +68,10 @@ class ContestTracker:
             for key in [k for k in store if k not in keep]:
                 del store[key]
 
+    def tracked(self) -> set[Key]:
+        """Every key with a restore history (few: those another writer fought over lately)."""
+        return set(self._seen) | set(self._until)
+
     def active(self, now: float) -> dict[Key, float]:
         """Contested keys and until when; a key past its retry time is no longer contested.
 

@@ -93,6 +93,8 @@ class Events:
         self, contested: list[Drift], holders: Holders, records: tuple[ResourceClaim, ...]
     ) -> None:
         """A Warning event for each key that this pass's restore made contested (restored too often)."""
+        if not contested:
+            return
         by_ref = {r.ref: r for r in records}
         coros = []
         for d in contested:
@@ -158,8 +160,10 @@ class Events:
         corrections have their own event. Returns the uids that got an Applied
         event, so the status-change event does not repeat it.
         """
-        by_ref = {r.ref: r for r in records}
         off_brokers = {e: keys for e, keys in (off_brokers or {}).items() if keys}
+        if not done and not off_brokers:
+            return set()  # nothing changed: no resource index to build (50,000 entries in a full pass)
+        by_ref = {r.ref: r for r in records}
         removing = bool(off_brokers) or any(op.value is None for c in done for op in c.ops)
         causes = self._removal_causes(records) if removing else ({}, {}, {})
         drift = {(d.entity, d.key) for d in drifted}

@@ -242,7 +242,7 @@ class Gather:
 
         return narrow_by_index(scope, self._entities_by_uid, limit, self._finder(index), claimants)
 
-    async def _unless_changed(self, full: bool, work: Callable[[], T]) -> T:
+    async def _unless_changed(self, full: bool, work: Callable[[], T], may_give_way: bool = True) -> T:
         """``work()``: in a full pass run by the loop, off the event loop, and given up for a resource change.
 
         A full pass takes long at 50,000 resources (reading every quota, deciding, the
@@ -256,11 +256,12 @@ class Gather:
         values no one mutates in place (the domain is pure, the ledger copy-on-write, the
         remembered entities a copy; a read is a call on the thread-safe admin client), and a
         result no longer wanted is dropped when its thread ends. Narrow passes, and passes
-        called directly (tests), run ``work`` here and now.
+        called directly (tests), run ``work`` here and now; ``may_give_way`` False runs it whole
+        (a full pass that holds removals announces the hold first).
         """
         if not (full and self._looping):
             return work()
-        if not self._full_may_give_way():
+        if not (may_give_way and self._full_may_give_way()):
             return await self._blocking(work)
         if self._full_gives_way():
             raise FullPassYielded
