@@ -137,7 +137,7 @@ def test_restores_spread_over_more_than_the_window_are_only_drift() -> None:
     tracker = ContestTracker(restores=3, window=600, retry=300)
     for t in (0, 400, 800, 1200):
         assert not tracker.restored((ALICE, P), t)
-    tracker.forget(set())
+    tracker.forget(lambda key: False)
     assert tracker.active(1300) == {}
 
 

@@ -17,6 +17,7 @@ Pure: the reconciler passes the clock.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kquota.domain.entities import Entity, QuotaKey
@@ -62,15 +63,14 @@ class ContestTracker:
         del self._until[key]
         self._seen[key] = deque([now] * max(self.restores - 2, 0))
 
-    def forget(self, keep: set[Key]) -> None:
-        """Drop the keys no longer owned or claimed (their history means nothing any more)."""
-        for store in (self._seen, self._until):
-            for key in [k for k in store if k not in keep]:
-                del store[key]
+    def forget(self, owned: Callable[[Key], bool]) -> None:
+        """Drop the keys no longer owned (their history means nothing any more).
 
-    def tracked(self) -> set[Key]:
-        """Every key with a restore history (few: those another writer fought over lately)."""
-        return set(self._seen) | set(self._until)
+        Asks ``owned`` about the few keys with a history only, never walks every owned key.
+        """
+        for store in (self._seen, self._until):
+            for key in [k for k in store if not owned(k)]:
+                del store[key]
 
     def active(self, now: float) -> dict[Key, float]:
         """Contested keys and until when; a key past its retry time is no longer contested.

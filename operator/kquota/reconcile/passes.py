@@ -316,9 +316,8 @@ class Pass(Gather, Report):
         if acted.transient and acted.acl_refusal is None:
             asyncio.get_running_loop().call_later(TRANSIENT_RETRY_SECONDS, self.trigger)
         if inp.full:
-            # The keys with a history, not every owned key: a full pass at 50,000 spent 50 ms on the event loop here.
             owned = acted.ledger
-            self._contest.forget({(e, k) for e, k in self._contest.tracked() if k in owned.get(e, ())})
+            self._contest.forget(lambda key: key[1] in owned.get(key[0], ()))
 
     def _outcome_facts(
         self,
@@ -440,11 +439,8 @@ class Pass(Gather, Report):
         here it only takes its place.
         """
         memory, self._full_memory = self._full_memory, None
-        if full and memory is not None:
-            self._entities_by_uid, self._reasons, self._reason_counts = memory
-        elif full:
-            memory = {}, {}, dict.fromkeys(Reason, 0)
-            remember(self._lingering, records, claimers, outcomes, self._entities_by_uid, *memory)
+        if full:
+            assert memory is not None, "a full pass works out its memory with its outcomes"
             self._entities_by_uid, self._reasons, self._reason_counts = memory
         else:
             before = self._entities_by_uid
