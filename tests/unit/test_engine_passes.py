@@ -486,7 +486,33 @@ def test_a_full_pass_that_may_not_give_way_still_decides_off_the_event_loop(monk
     asyncio.run(run())
 
 
-def test_a_full_pass_gives_way_only_once_so_a_stream_of_changes_cannot_put_it_off() -> None:
+def test_a_full_pass_gives_way_again_to_a_stream_of_changes_within_its_bound() -> None:
+    # A change every time the full pass runs again: each goes first while the full pass has been
+    # put off less than FULL_PASS_PUT_OFF_SECONDS (10 s), and the full pass then runs to its end.
+    async def run() -> None:
+        async with slow_full_passes(0.4) as (broker, records, eng):
+            eng.trigger()
+            for value in (200, 300, 400):
+                count = broker.reads.count("all")
+                await until(lambda c=count: broker.reads.count("all") == c + 1)
+                records[1] = quota("q1", "u1", value, generation=value)
+                eng.trigger("q1")
+                await until(lambda v=value: broker.live[Entity.for_user("u1")] == {P: float(v)})
+                # (The read of the pass before may still run on its own thread beside this one's.)
+                assert broker.reading >= 1, "the change waited for the full pass's read"
+            await until(lambda: not eng._gave_way and not eng._full, timeout=10)
+            assert broker.reads == ["all", "users/u1"] * 3 + ["all"], broker.reads
+            assert reason(eng.kube, "q1") == Reason.APPLIED.value
+
+    asyncio.run(run())
+
+
+def test_a_full_pass_put_off_for_its_bound_runs_whole_so_a_stream_of_changes_cannot_put_it_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A bound of 0 s: the first giving way ends it at once (with 10 s, the same after 10 s of changes).
+    monkeypatch.setattr(engine_module, "FULL_PASS_PUT_OFF_SECONDS", 0.0)
+
     async def run() -> None:
         async with slow_full_passes(0.4) as (broker, records, eng):
             eng.trigger()

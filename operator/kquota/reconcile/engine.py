@@ -64,6 +64,12 @@ log = logging.getLogger(__name__)
 #: A lone change after the loop waited this long starts a pass at once (no coalescing wait).
 BURST_GAP_SECONDS = 1.0
 
+#: How long a full pass keeps giving way to the changes made while it runs, from the first time.
+#: A full pass at 50,000 resources takes seconds, and a change that waits for one misses its
+#: latency target many times over; but the full pass corrects drift and writes the statuses of
+#: everything, and a stream of changes must not put that off for ever.
+FULL_PASS_PUT_OFF_SECONDS = 10.0
+
 
 class ReconcilerStopped(Exception):
     """The reconciler a finalizer waited on stopped (its KafkaCluster deleted, or the operator pausing)."""
@@ -136,9 +142,10 @@ class ClusterReconciler(Pass):
         # Narrow passes: the resources changed since the last pass, and whether a full pass is due anyway.
         self._dirty: set[str] = set()
         self._full = True
-        #: A full pass gave way to changes; they go next (narrow), then the full pass again, which
-        #: does not give way a second time (a stream of changes cannot put a full pass off forever).
-        self._gave_way = False
+        #: When the full pass now due first gave way to changes (None: it has not). They go next
+        #: (narrow), then the full pass again, which gives way again only within
+        #: FULL_PASS_PUT_OFF_SECONDS of that: a stream of changes cannot put it off forever.
+        self._put_off_since: float | None = None
         #: The narrow pass for the changes a full pass gave way to is due (once).
         self._narrow_first = False
         #: Passes run by :meth:`run` (the loop) may give way; one called directly runs whole.
@@ -252,7 +259,7 @@ class ClusterReconciler(Pass):
                 # KafkaCluster edit, a drift check); the full pass stays due and follows at once.
                 scope: frozenset[str] | None = frozenset(self._dirty)
                 self._narrow_first = False
-                self._gave_way = True
+                self._put_off()
                 self._wake.set()
             else:
                 scope = None if self._full or self._hold is not None else frozenset(self._dirty)
@@ -261,7 +268,7 @@ class ClusterReconciler(Pass):
             try:
                 await self.reconcile_once(scope)
                 if scope is None:
-                    self._gave_way = False
+                    self._put_off_since = None
                 backoff = 1.0
                 self._answered_at = time.monotonic()
                 self._newer_ledger_announced = None
@@ -271,7 +278,7 @@ class ClusterReconciler(Pass):
                     metrics.CHANGE_LATENCY_SECONDS.labels(self.name).observe(time.monotonic() - started)
             except FullPassYielded:
                 metrics.PASSES.labels(self.name, "yielded").inc()
-                self._gave_way = True
+                self._put_off()
                 self._narrow_first = True
                 self._full = True
                 self._wake.set()
@@ -357,19 +364,38 @@ class ClusterReconciler(Pass):
             metrics.PASSES.labels(self.name, "unavailable" if isinstance(exc, NAMED_FAILURES) else "error").inc()
         await self.report_failure(reason, message)
 
+    @property
+    def _gave_way(self) -> bool:
+        """Whether the full pass now due has given way to changes (it has not run to its end since)."""
+        return self._put_off_since is not None
+
+    def _put_off(self) -> None:
+        """The full pass due gives way to changes (they go first); the first time starts its bound."""
+        if self._put_off_since is None:
+            self._put_off_since = time.monotonic()
+
     def _full_may_give_way(self) -> bool:
-        """Whether the full pass under way would stop for a resource change (it runs in the loop, and has not yet)."""
-        return self._looping and not self._gave_way and self._hold is None
+        """Whether the full pass under way would stop for a resource change.
+
+        Only in the loop, never while removals are held, and only until it has been put
+        off FULL_PASS_PUT_OFF_SECONDS: after that it runs whole (drift is corrected and every
+        status written at least that often however many changes come), and a change made
+        meanwhile waits for its end.
+        """
+        if not self._looping or self._hold is not None:
+            return False
+        since = self._put_off_since
+        return since is None or time.monotonic() - since < FULL_PASS_PUT_OFF_SECONDS
 
     def _full_may_wait(self) -> bool:
         """Whether a full pass that is due may wait for a narrow pass over the changes that came with it.
 
         The full pass would cover them, but only at its end (a third of a second at 10,000
         resources, seconds at 50,000): they go first, as the changes a full pass gives way to
-        do. It counts as that full pass's once (see _full_may_give_way); never before the
-        first full pass has run, which is what a narrow pass's bookkeeping starts from.
+        do, and counts as its giving way (see _full_may_give_way); never before the first
+        full pass has run, which is what a narrow pass's bookkeeping starts from.
         """
-        return self._full and not self._gave_way and self.last_full_at > float("-inf")
+        return self._full and self._full_may_give_way() and self.last_full_at > float("-inf")
 
     def _full_gives_way(self) -> bool:
         """Whether the full pass under way should stop for the changes that arrived meanwhile."""
