@@ -14,7 +14,8 @@ from collections.abc import Set
 import pytest
 
 from kquota.domain.claims import ResourceClaim
-from kquota.reconcile.ghosts import GhostRule, GhostSweeper
+from kquota.reconcile import ghosts as ghosts_module
+from kquota.reconcile.ghosts import MOST_TIME_SHARE, GhostRule, GhostSweeper, pause_after
 from tests.support.engine import Broker, Kube, client_quota, engine
 from tests.support.quotas import ALICE, BOB, P
 
@@ -147,5 +148,44 @@ def test_a_ghost_s_keys_are_removed_with_an_event_naming_it() -> None:
         assert removed[:2] == ("c", "Warning")
         assert "producer_byte_rate on users/alice (was 1000)" in removed[3]
         assert "ClientQuota ns/q was deleted while the operator could not see it" in removed[3]
+
+    asyncio.run(run())
+
+
+def test_the_check_waits_the_drift_interval_while_listings_are_quick() -> None:
+    assert pause_after(INTERVAL, took=0.01) == INTERVAL
+
+
+def test_a_long_listing_spaces_the_next_one_out_so_the_check_takes_at_most_its_share() -> None:
+    # 50,000 resources: a listing of seconds; the check then takes 2% of the time, not 13%.
+    took = 2.5
+    pause = pause_after(10.0, took)
+    assert pause > 10.0
+    assert took / (took + pause) == pytest.approx(MOST_TIME_SHARE)
+
+
+def test_the_sweeper_sleeps_what_its_last_listing_asks() -> None:
+    async def run() -> None:
+        slept: list[float] = []
+        real_sleep = asyncio.sleep
+
+        async def listing(plural: str) -> Set[str]:
+            ghosts_module.time.sleep(0.05)  # a listing that takes long: the test's "seconds"
+            return set()
+
+        async def sleep(seconds: float) -> None:
+            slept.append(seconds)
+            if len(slept) == 3:
+                raise asyncio.CancelledError
+            await real_sleep(0)
+
+        sweeper = GhostSweeper(listing, ["clientquotas"], {}, lambda rec: None, 0.001)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(ghosts_module.asyncio, "sleep", sleep)
+            with pytest.raises(asyncio.CancelledError):
+                await sweeper._run()
+        assert slept[0] == 0.001
+        # Each later pause is the listing's length times 49, at least 0.05 * 49.
+        assert all(pause >= 0.05 * (1 / MOST_TIME_SHARE - 1) for pause in slept[1:]), slept
 
     asyncio.run(run())
