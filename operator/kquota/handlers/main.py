@@ -114,6 +114,24 @@ def _limit_malloc_arenas(arenas: int = 2) -> None:
         pass
 
 
+#: How long a thread may hold the GIL while another waits for it (CPython's default: 5 ms).
+GIL_SWITCH_SECONDS = 0.001
+
+
+def _short_gil_turns() -> None:
+    """Let the event loop take the GIL back within 1 ms of asking, not 5.
+
+    A full pass at 50,000 resources reads, decides and works out outcomes on worker
+    threads, pure Python that holds the GIL for seconds, and a pass that gave way to a
+    change leaves that work running there. Every step of the change's narrow pass on the
+    event loop (each response, each await) then waited up to the switch interval for the
+    GIL: in a lab at 50,000 the change's median latency was 0.25-0.28 s at 1 ms against
+    0.32-0.35 s at 5 ms. The cost is more switches between busy threads, which only a
+    full pass has.
+    """
+    sys.setswitchinterval(GIL_SWITCH_SECONDS)
+
+
 def _memory_diagnostics() -> None:
     """With KQUOTA_TRACEMALLOC=N (frames per traceback), SIGUSR1 logs where memory is held.
 
@@ -173,6 +191,7 @@ def kopf_settings(settings: OperatorSettings) -> kopf.OperatorSettings:
 
 def run(settings: OperatorSettings, verbose: bool = False) -> int:
     _limit_malloc_arenas()
+    _short_gil_turns()
     _memory_diagnostics()
     GcPolicy(settings.gc_freeze_seconds, RECLAIM_SECONDS).start()
     _logging(settings, verbose)
