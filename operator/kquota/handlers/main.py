@@ -125,9 +125,10 @@ def _short_gil_turns() -> None:
     threads, pure Python that holds the GIL for seconds, and a pass that gave way to a
     change leaves that work running there. Every step of the change's narrow pass on the
     event loop (each response, each await) then waited up to the switch interval for the
-    GIL: in a lab at 50,000 the change's median latency was 0.25-0.28 s at 1 ms against
-    0.32-0.35 s at 5 ms. The cost is more switches between busy threads, which only a
-    full pass has.
+    GIL: in a lab at 50,000 the single changes' median was 0.25-0.28 s at 1 ms against
+    0.32-0.35 s at 5 ms; in the bench (one run each) the changes sent during a full pass
+    took 0.266 / 0.473 s (p50 / max) against 0.297 / 0.564 s. The cost is more switches
+    between busy threads, which only a full pass has.
     """
     sys.setswitchinterval(GIL_SWITCH_SECONDS)
 
