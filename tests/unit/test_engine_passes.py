@@ -438,7 +438,7 @@ def test_a_full_pass_gives_way_to_a_change_made_while_it_read_and_then_runs_whol
             # The full pass read, gave way before deciding anything, the change went narrow,
             # then the full pass ran again from the start.
             assert broker.reads[:3] == ["all", "users/u1", "all"], broker.reads
-            await until(lambda: not eng._gave_way)  # the full pass that followed ran to its end
+            await until(lambda: eng._put_off_since is None)  # the full pass that followed ran to its end
             assert eng._full is False
 
     asyncio.run(run())
@@ -457,29 +457,31 @@ def test_a_change_made_while_a_full_pass_reads_goes_before_the_read_ends() -> No
             assert broker.reading == 1, "the change waited for the full pass's read"
             assert broker.reads == ["all", "users/u1"], broker.reads
             await until(lambda: broker.reads.count("all") == 2, timeout=10)
-            await until(lambda: not eng._gave_way, timeout=10)
+            await until(lambda: eng._put_off_since is None, timeout=10)
             assert reason(eng.kube, "q0") == reason(eng.kube, "q1") == Reason.APPLIED.value
 
     asyncio.run(run())
 
 
 def test_a_full_pass_that_may_not_give_way_still_decides_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
-    # After its one giving way a full pass runs whole, but its decision (seconds at 50,000) still runs
-    # in a thread: on the event loop it stalled every watch event, and every change, until it ended.
+    # Put off for its bound (0 s here: the first giving way ends it) a full pass runs whole, but its
+    # decision (seconds at 50,000) still runs in a thread: on the event loop it stalled every watch
+    # event, and every change, until it ended.
     slow = SlowOnce(passes_module.decide, 1.0)
     monkeypatch.setattr(passes_module, "decide", slow)
+    monkeypatch.setattr(engine_module, "FULL_PASS_PUT_OFF_SECONDS", 0.0)
 
     async def run() -> None:
         async with slow_full_passes(0.0) as (broker, records, eng):
             records[1] = quota("q1", "u1", 300, generation=2)
             slow.armed = True
             eng.trigger()
-            eng.trigger("q1")  # goes first: the full pass's one giving way
+            eng.trigger("q1")  # goes first: the full pass's giving way, which ends its bound
             await asyncio.to_thread(slow.started.wait, 5)
-            assert eng._gave_way, "the full pass may still give way: not the case this test is about"
+            assert not eng._full_may_give_way(), "the full pass may still give way: not the case this test is about"
             await asyncio.sleep(0.05)
             assert not slow.finished.is_set(), "the event loop stood still while the full pass decided"
-            await until(lambda: not eng._gave_way and not eng._full)
+            await until(lambda: eng._put_off_since is None and not eng._full)
             assert broker.live[Entity.for_user("u1")] == {P: 300.0}
             assert reason(eng.kube, "q1") == Reason.APPLIED.value
 
@@ -500,7 +502,7 @@ def test_a_full_pass_gives_way_again_to_a_stream_of_changes_within_its_bound() -
                 await until(lambda v=value: broker.live[Entity.for_user("u1")] == {P: float(v)})
                 # (The read of the pass before may still run on its own thread beside this one's.)
                 assert broker.reading >= 1, "the change waited for the full pass's read"
-            await until(lambda: not eng._gave_way and not eng._full, timeout=10)
+            await until(lambda: eng._put_off_since is None and not eng._full, timeout=10)
             assert broker.reads == ["all", "users/u1"] * 3 + ["all"], broker.reads
             assert reason(eng.kube, "q1") == Reason.APPLIED.value
 
@@ -546,7 +548,7 @@ def test_a_change_that_comes_with_a_full_pass_due_goes_first_and_the_full_pass_t
             eng.trigger("q0")
             await until(lambda: broker.live[Entity.for_user("u0")] == {P: 200.0})
             assert broker.reads == ["users/u1", "all", "users/u0"], broker.reads
-            await until(lambda: not eng._gave_way and not eng._full)
+            await until(lambda: eng._put_off_since is None and not eng._full)
             assert reason(eng.kube, "q0") == reason(eng.kube, "q1") == Reason.APPLIED.value
 
     asyncio.run(run())
@@ -607,7 +609,7 @@ async def change_goes_first(broker: SlowBroker, records: list[Any], eng: Cluster
     assert time.monotonic() - t0 < 1.0, f"the change waited for the full pass's {step}"
     await until(lambda: broker.reads.count("all") == 2)
     assert broker.reads[:3] == ["all", "users/u1", "all"], broker.reads
-    await until(lambda: not eng._gave_way)
+    await until(lambda: eng._put_off_since is None)
 
 
 def test_a_full_pass_gives_way_to_a_change_made_while_it_decides(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -665,7 +667,7 @@ def test_a_change_made_while_a_full_pass_alters_goes_before_its_report() -> None
             assert broker.live[Entity.for_user("u0")] == {P: 100.0}
             assert broker.reads[:2] == ["all", "users/u1"], broker.reads
             await until(lambda: broker.reads.count("all") == 2)
-            await until(lambda: not eng._gave_way)
+            await until(lambda: eng._put_off_since is None)
             assert [e[2] for e in eng.kube.events].count("DriftCorrected") == 1
             assert reason(eng.kube, "q0") == reason(eng.kube, "q1") == Reason.APPLIED.value
 

@@ -364,11 +364,6 @@ class ClusterReconciler(Pass):
             metrics.PASSES.labels(self.name, "unavailable" if isinstance(exc, NAMED_FAILURES) else "error").inc()
         await self.report_failure(reason, message)
 
-    @property
-    def _gave_way(self) -> bool:
-        """Whether the full pass now due has given way to changes (it has not run to its end since)."""
-        return self._put_off_since is not None
-
     def _put_off(self) -> None:
         """The full pass due gives way to changes (they go first); the first time starts its bound."""
         if self._put_off_since is None:
